@@ -1,0 +1,191 @@
+"""The ordered RBM (paper section 3): z in 1..K selects how many hidden units take part."""
+
+from __future__ import annotations
+
+import torch
+from torch.nn import functional
+
+from ._base import EnergyModel, HiddenState, binary_configurations
+
+
+class OrderedRBM(EnergyModel):
+    """E(v, h, z) = -v^T c - sum_{i<=z} (h_i (W_i. v + b_i) - beta softplus(b_i)).
+
+    Hidden units beyond z are 0 (h in H_z). The marginal is P(v) = sum_z exp(-F(v, z)) / Z.
+
+    Parameters
+    ----------
+    n_visible, n_hidden : int
+    beta : float
+        Scale of the per-unit penalty beta_i = beta * softplus(b_i).
+    dtype, device : torch dtype and device of the parameters.
+    """
+
+    family = "orbm"
+
+    def __init__(self, n_visible, n_hidden, *, beta=1.01, dtype=torch.float32, device=None):
+        super().__init__(n_visible, n_hidden, dtype=dtype, device=device)
+        self.beta = float(beta)
+
+    def config(self) -> dict:
+        return {**super().config(), "beta": self.beta}
+
+    # ------------------------------------------------------------------ energies
+    def _penalties(self) -> torch.Tensor:
+        """beta_i = beta * softplus(b_i), shape (n_hidden,)."""
+        return self.beta * functional.softplus(self.b)
+
+    def _check_z(self, z, n_rows: int) -> torch.Tensor:
+        z = torch.as_tensor(z, device=self.W.device)
+        if z.dim() == 0:
+            z = z.expand(n_rows)
+        if z.shape != (n_rows,):
+            raise ValueError(f"z must have shape ({n_rows},), got {tuple(z.shape)}")
+        if z.is_floating_point():
+            if torch.isnan(z).any() or (z != z.round()).any():
+                raise ValueError("z must hold integers")
+            z = z.long()
+        low, high = self._z_range()
+        if (z < low).any() or (high is not None and (z > high).any()):
+            raise ValueError(f"z out of range: values must lie in {low}..{high or 'infinity'}")
+        return z.long()
+
+    def _z_range(self):
+        return 1, self.n_hidden
+
+    def energy(self, v, h, z) -> torch.Tensor:
+        """E(v, h, z) = -v^T c - sum_{i<=z} (h_i (W_i. v + b_i) - beta_i), shape (N,).
+
+        v: (N, n_visible), h: (N, n_hidden), z: integer (N,) in 1..n_hidden. Units of h beyond z
+        do not enter the energy.
+        """
+        v, h = self._check_visible(v), self._check_hidden(h)
+        if v.shape[0] != h.shape[0]:
+            raise ValueError(f"v has {v.shape[0]} rows but h has {h.shape[0]}")
+        z = self._check_z(z, v.shape[0])
+        selected = self._selection_mask(z).to(v.dtype)
+        per_unit = h * self._hidden_preactivation(v) - self._penalties()
+        return -v @ self.c - (per_unit * selected).sum(1) + self._energy_beyond(z)
+
+    def _energy_beyond(self, z):
+        return 0.0
+
+    def _selection_mask(self, z) -> torch.Tensor:
+        """1_z: (N, n_hidden) boolean, True for units i <= z."""
+        return torch.arange(1, self.n_hidden + 1, device=z.device) <= z.unsqueeze(1)
+
+    def _log_z_weights(self, v, preactivation=None) -> torch.Tensor:
+        """-F(v, z) for every value of z, shape (N, n_hidden) (the iRBM adds a tail column)."""
+        if preactivation is None:
+            preactivation = self._hidden_preactivation(v)
+        return self._log_z_weights_from(v @ self.c, preactivation, self.b)
+
+    def _log_z_weights_from(self, visible_term, preactivation, hidden_bias):
+        """-F(v, z) from its parts: v^T c (N,), W v + b (N, K) and b (K,). AIS passes scaled
+        parts to evaluate intermediate distributions without another matrix product."""
+        gains = functional.softplus(preactivation) - self.beta * functional.softplus(hidden_bias)
+        return self._append_tail(visible_term.unsqueeze(1) + torch.cumsum(gains, 1))
+
+    def _append_tail(self, columns):
+        return columns
+
+    def _free_energy(self, v):
+        """F(v) = -log sum_z exp(-F(v, z)), shape (N,)."""
+        return -torch.logsumexp(self._log_z_weights(v), 1)
+
+    def _free_energy_from(self, visible_term, preactivation, hidden_bias):
+        return -torch.logsumexp(self._log_z_weights_from(visible_term, preactivation, hidden_bias), 1)
+
+    def free_energy_z(self, v) -> torch.Tensor:
+        """F(v, z) = -v^T c - sum_{i<=z} (softplus(W_i. v + b_i) - beta_i), shape (N, n_hidden):
+        column z - 1 holds F(v, z) for z = 1..n_hidden."""
+        v = self._check_visible(v)
+        return -self._log_z_weights(v)[:, : self.n_hidden]
+
+    def log_p_z_given_v(self, v) -> torch.Tensor:
+        """log P(z | v) = -F(v, z) - log sum_z' exp(-F(v, z')), shape (N, n_hidden)
+        (iRBM: (N, n_hidden + 1), the last column being log P(z > n_hidden | v))."""
+        v = self._check_visible(v)
+        return torch.log_softmax(self._log_z_weights(v), 1)
+
+    # ------------------------------------------------------------------ sampling
+    @staticmethod
+    def _sample_categorical(log_weights, generator) -> torch.Tensor:
+        """Index (1-based) drawn from softmax(log_weights) per row, by inverting the CDF."""
+        cdf = torch.cumsum(torch.softmax(log_weights, 1), 1)
+        uniform = torch.rand((log_weights.shape[0], 1), generator=generator,
+                             dtype=cdf.dtype, device=cdf.device)
+        # Scaling by the last entry absorbs rounding error so the top category stays reachable.
+        index = (cdf < uniform * cdf[:, -1:]).sum(1) + 1
+        return index.clamp_(max=log_weights.shape[1])
+
+    def _sample_hidden(self, v, generator, z=None):
+        return self._sample_hidden_from(self._hidden_preactivation(v), self.b, generator, z)
+
+    def _sample_hidden_from(self, preactivation, hidden_bias, generator, z=None):
+        """(h, z) given W v + b (N, K) and b (K,); v^T c only shifts every z alike, so it is
+        not needed to draw z."""
+        if z is None:
+            zero = preactivation.new_zeros(preactivation.shape[0])
+            z = self._sample_categorical(
+                self._log_z_weights_from(zero, preactivation, hidden_bias), generator)
+        h = self._bernoulli(torch.sigmoid(preactivation), generator)
+        return HiddenState(h * self._selection_mask(z).to(h.dtype), z)
+
+    def sample_hidden(self, v, generator=None, *, z=None) -> HiddenState:
+        """(h, z) ~ P(h, z | v): z from P(z | v) (or the given z), then h_i ~ sigmoid(W_i. v + b_i)
+        for i <= z and h_i = 0 beyond. Passing ``z = n_hidden`` starts a chain at z = K."""
+        v = self._check_visible(v)
+        if z is not None:
+            z = self._check_z(z, v.shape[0])
+        with torch.no_grad():
+            return self._sample_hidden(v, generator, z)
+
+    def mean_hiddens(self, v) -> torch.Tensor:
+        """E[h_i | v] = sigmoid(W_i. v + b_i) P(z >= i | v), shape (N, n_hidden)."""
+        v = self._check_visible(v)
+        preactivation = self._hidden_preactivation(v)
+        survival = self._survival(self._log_z_weights(v, preactivation))
+        return torch.sigmoid(preactivation) * survival
+
+    def _survival(self, log_weights) -> torch.Tensor:
+        """P(z >= i | v) for i = 1..n_hidden, shape (N, n_hidden): 1 - cdf(z < i | v), computed as
+        a reverse cumulative sum so that small tail masses keep their precision."""
+        probabilities = torch.softmax(log_weights, 1)
+        survival = torch.flip(torch.cumsum(torch.flip(probabilities, (1,)), 1), (1,))
+        return survival[:, : self.n_hidden]
+
+    # ------------------------------------------------------------------ exact log Z
+    def _n_hidden_terms(self) -> int:
+        return 2**self.n_hidden
+
+    def _log_partition_by_hidden(self):
+        """log Z = logsumexp_{h, z: h in H_z} [h^T b - sum_{i<=z} beta_i + sum_j softplus(c_j +
+        (h W)_j)]. For each h, the sum over z >= (last active unit of h) is a suffix logsumexp
+        of the z prior columns, precomputed once."""
+        z_columns = self._append_tail(torch.cumsum(-self._penalties(), 0).unsqueeze(0))[0]
+        # suffix[m] = logsumexp(z_columns[m:]): all z >= m + 1 (and the tail for the iRBM).
+        suffix = torch.flip(torch.logcumsumexp(torch.flip(z_columns, (0,)), 0), (0,))
+        positions = torch.arange(1, self.n_hidden + 1, dtype=self.W.dtype, device=self.W.device)
+        partials = []
+        for h in binary_configurations(self.n_hidden, self.W.dtype, self.W.device):
+            last_active = (h * positions).amax(1).long().clamp(min=1)
+            partials.append(torch.logsumexp(
+                h @ self.b + self._visible_sum_out(h) + suffix[last_active - 1], 0))
+        return torch.logsumexp(torch.stack(partials), 0)
+
+    # ------------------------------------------------------------------ gradients
+    def free_energy_gradients(self, v):
+        """Mean over the batch of the paper's eqs. 24-26 (v: (N, n_visible)):
+        dF/dW = -(sigmoid(Wv+b) * (1 - cdf(z|v))) v^T,
+        dF/db = -(sigmoid(Wv+b) - beta sigmoid(b)) * (1 - cdf(z|v)), dF/dc = -v."""
+        with torch.no_grad():
+            preactivation = self._hidden_preactivation(v)
+            survival = self._survival(self._log_z_weights(v, preactivation))
+            mean_h = torch.sigmoid(preactivation)
+            n = v.shape[0]
+            return {
+                "W": -((mean_h * survival).t() @ v) / n,
+                "b": -((mean_h - self.beta * torch.sigmoid(self.b)) * survival).mean(0),
+                "c": -v.mean(0),
+            }
