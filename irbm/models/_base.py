@@ -45,7 +45,8 @@ class EnergyModel(nn.Module):
 
     family: str = "base"
 
-    def __init__(self, n_visible, n_hidden, *, dtype=torch.float32, device=None):
+    def __init__(self, n_visible, n_hidden, *, dtype=torch.float32, device=None,
+                 generator=None, init_std=0.01):
         super().__init__()
         n_visible, n_hidden = int(n_visible), int(n_hidden)
         if n_visible < 1:
@@ -56,6 +57,8 @@ class EnergyModel(nn.Module):
         self.W = nn.Parameter(torch.zeros(n_hidden, n_visible, **factory))
         self.b = nn.Parameter(torch.zeros(n_hidden, **factory))
         self.c = nn.Parameter(torch.zeros(n_visible, **factory))
+        if init_std:
+            self.reset_parameters(generator, init_std)
 
     # ------------------------------------------------------------------ sizes and config
     @property
@@ -71,10 +74,13 @@ class EnergyModel(nn.Module):
         return {"family": self.family, "n_visible": self.n_visible, "n_hidden": self.n_hidden}
 
     def reset_parameters(self, generator: torch.Generator | None = None, std: float = 0.01):
-        """W ~ N(0, std^2), biases zero: the authors' initialization."""
+        """W ~ N(0, std^2), biases zero: the authors' initialization. Without a generator, a
+        fixed seed (0) keeps construction deterministic."""
+        if generator is None:
+            generator = torch.Generator().manual_seed(0)
         with torch.no_grad():
             noise = torch.randn(self.W.shape, generator=generator, dtype=self.W.dtype,
-                                device="cpu" if generator is None else generator.device)
+                                device=generator.device)
             self.W.copy_(noise.to(self.W.device) * std)
             self.b.zero_()
             self.c.zero_()
@@ -147,8 +153,12 @@ class EnergyModel(nn.Module):
         state : HiddenState sampled from ``v`` on the way.
         """
         with torch.no_grad():
-            state = self._sample_hidden(self._check_visible(v), generator)
-            return self._bernoulli(self._mean_visibles(state.h), generator), state
+            return self._gibbs_step(self._check_visible(v), generator)
+
+    def _gibbs_step(self, v, generator):
+        """`gibbs_step` without input checks, for the inner loops of training and sampling."""
+        state = self._sample_hidden(v, generator)
+        return self._bernoulli(self._mean_visibles(state.h), generator), state
 
     def sample_hidden(self, v, generator: torch.Generator | None = None) -> HiddenState:
         """(h, z) ~ P(h, z | v); for the RBM z is None."""
@@ -226,9 +236,34 @@ class EnergyModel(nn.Module):
     def _log_partition_by_hidden(self) -> torch.Tensor:
         raise NotImplementedError
 
-    def free_energy_gradients(self, v: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Closed-form mean gradients of F over the batch: {"W": (K, D), "b": (K,), "c": (D,)}."""
+    def free_energy_gradients(self, v) -> dict[str, torch.Tensor]:
+        """Closed-form mean over the batch of dF(v)/dtheta: {"W": (K, D), "b": (K,), "c": (D,)}.
+
+        v: (N, n_visible). Agrees with autograd of ``free_energy(v).mean()``.
+        """
+        v = self._check_visible(v)
+        row_weights = v.new_full((v.shape[0],), 1.0 / v.shape[0])
+        return self._free_energy_gradients(v, row_weights)[0]
+
+    def _free_energy_gradients(self, v, row_weights, generator=None):
+        """sum_n row_weights[n] dF(v_n)/dtheta, and (ordered models, when a generator is given)
+        z_n ~ P(z | v_n) drawn from the same pass. The trainer stacks positive and negative
+        examples with weights +1/N and -1/S so one pass gives the whole gradient.
+
+        Returns
+        -------
+        gradients : dict of tensors shaped like W, b, c.
+        z : LongTensor (N,) or None.
+        """
         raise NotImplementedError
+
+    def adapt_size(self, largest_z) -> int:
+        """Grow after a z beyond the trained units was sampled (iRBM); returns units added."""
+        return 0
+
+    def prune(self) -> int:
+        """Drop trailing units whose parameters are all zero (iRBM); returns units removed."""
+        return 0
 
 
 def binary_configurations(n_units: int, dtype=torch.float64, device=None,

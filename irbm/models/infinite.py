@@ -48,7 +48,8 @@ class InfiniteRBM(OrderedRBM):
                 "geometric series over the units beyond l, hence the partition function, diverges")
         if max_hidden is not None and int(max_hidden) < int(n_hidden):
             raise ValueError(f"max_hidden ({max_hidden}) is smaller than n_hidden ({n_hidden})")
-        super().__init__(n_visible, n_hidden, beta=beta, dtype=dtype, device=device)
+        # The authors start from zero weights: units are trained in turn as the model grows.
+        super().__init__(n_visible, n_hidden, beta=beta, dtype=dtype, device=device, init_std=0)
         self.max_hidden = None if max_hidden is None else int(max_hidden)
         self._log_tail = log_geometric_tail(self.beta)
 
@@ -83,6 +84,16 @@ class InfiniteRBM(OrderedRBM):
             self.W = nn.Parameter(torch.cat([self.W, self.W.new_zeros(n_units, self.n_visible)]))
             self.b = nn.Parameter(torch.cat([self.b, self.b.new_zeros(n_units)]))
         return n_units
+
+    def adapt_size(self, largest_z) -> int:
+        """The paper's growth heuristic: a z sampled beyond l is clamped to l + 1, which adds one
+        unit (with zero parameters) unless ``max_hidden`` is reached."""
+        if largest_z is not None and int(largest_z) > self.n_hidden:
+            return self.grow(1)
+        return 0
+
+    def prune(self) -> int:
+        return self.shrink()
 
     def shrink(self) -> int:
         """Remove trailing units whose weights and bias are all exactly zero (keeping at least

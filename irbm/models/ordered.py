@@ -19,12 +19,16 @@ class OrderedRBM(EnergyModel):
     beta : float
         Scale of the per-unit penalty beta_i = beta * softplus(b_i).
     dtype, device : torch dtype and device of the parameters.
+    generator : torch.Generator, optional
+        Draws the initial W ~ N(0, 0.01^2) (biases start at zero); default: seed 0.
     """
 
     family = "orbm"
 
-    def __init__(self, n_visible, n_hidden, *, beta=1.01, dtype=torch.float32, device=None):
-        super().__init__(n_visible, n_hidden, dtype=dtype, device=device)
+    def __init__(self, n_visible, n_hidden, *, beta=1.01, dtype=torch.float32, device=None,
+                 generator=None, init_std=0.01):
+        super().__init__(n_visible, n_hidden, dtype=dtype, device=device, generator=generator,
+                         init_std=init_std)
         self.beta = float(beta)
 
     def config(self) -> dict:
@@ -175,17 +179,20 @@ class OrderedRBM(EnergyModel):
         return torch.logsumexp(torch.stack(partials), 0)
 
     # ------------------------------------------------------------------ gradients
-    def free_energy_gradients(self, v):
-        """Mean over the batch of the paper's eqs. 24-26 (v: (N, n_visible)):
+    def _free_energy_gradients(self, v, row_weights, generator=None):
+        """Weighted sums of the paper's eqs. 24-26 (v: (N, n_visible), row_weights: (N,)):
         dF/dW = -(sigmoid(Wv+b) * (1 - cdf(z|v))) v^T,
-        dF/db = -(sigmoid(Wv+b) - beta sigmoid(b)) * (1 - cdf(z|v)), dF/dc = -v."""
+        dF/db = -(sigmoid(Wv+b) - beta sigmoid(b)) * (1 - cdf(z|v)), dF/dc = -v.
+        With a generator, also z ~ P(z | v) for every row (growth of the iRBM uses it)."""
         with torch.no_grad():
             preactivation = self._hidden_preactivation(v)
-            survival = self._survival(self._log_z_weights(v, preactivation))
+            log_weights = self._log_z_weights(v, preactivation)
+            survival = self._survival(log_weights) * row_weights.unsqueeze(1)
             mean_h = torch.sigmoid(preactivation)
-            n = v.shape[0]
-            return {
-                "W": -((mean_h * survival).t() @ v) / n,
-                "b": -((mean_h - self.beta * torch.sigmoid(self.b)) * survival).mean(0),
-                "c": -v.mean(0),
+            gradients = {
+                "W": -((mean_h * survival).t() @ v),
+                "b": -((mean_h - self.beta * torch.sigmoid(self.b)) * survival).sum(0),
+                "c": -(row_weights @ v),
             }
+            z = None if generator is None else self._sample_categorical(log_weights, generator)
+            return gradients, z

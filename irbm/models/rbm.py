@@ -15,6 +15,8 @@ class RBM(EnergyModel):
     ----------
     n_visible, n_hidden : int
     dtype, device : torch dtype and device of the parameters.
+    generator : torch.Generator, optional
+        Draws the initial W ~ N(0, 0.01^2) (biases start at zero); default: seed 0.
     """
 
     family = "rbm"
@@ -53,10 +55,11 @@ class RBM(EnergyModel):
                     for h in binary_configurations(self.n_hidden, self.W.dtype, self.W.device)]
         return torch.logsumexp(torch.stack(partials), 0)
 
-    def free_energy_gradients(self, v):
-        """Mean over the batch of dF/dW = -sigmoid(Wv+b) v^T, dF/db = -sigmoid(Wv+b), dF/dc = -v
-        (paper eqs. 9-11). v: (N, n_visible)."""
+    def _free_energy_gradients(self, v, row_weights, generator=None):
+        """Weighted sums of dF/dW = -sigmoid(Wv+b) v^T, dF/db = -sigmoid(Wv+b), dF/dc = -v
+        (paper eqs. 9-11). v: (N, n_visible), row_weights: (N,)."""
         with torch.no_grad():
-            mean_h = torch.sigmoid(self._hidden_preactivation(v))
-            n = v.shape[0]
-            return {"W": -(mean_h.t() @ v) / n, "b": -mean_h.mean(0), "c": -v.mean(0)}
+            weighted_h = torch.sigmoid(self._hidden_preactivation(v)) * row_weights.unsqueeze(1)
+            gradients = {"W": -(weighted_h.t() @ v), "b": -weighted_h.sum(0),
+                         "c": -(row_weights @ v)}
+            return gradients, None

@@ -1,0 +1,121 @@
+"""Helpers shared by the plotting modules: array conversion, image tiling and atomic saving.
+
+Figures are built as bare `matplotlib.figure.Figure` objects rendered by the Agg canvas, never
+through pyplot: no screen is needed, no global backend is switched, and figures are freed as
+soon as the caller drops them.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import numpy as np
+import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+ORDERS = ("C", "F")
+DPI = 100
+
+
+def as_numpy(values, name: str, *, dims: int | None = None) -> np.ndarray:
+    """``values`` (tensor, array or sequence) as a float64 numpy array with ``dims`` dimensions."""
+    if isinstance(values, torch.Tensor):
+        values = values.detach().cpu().numpy()
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name} must be numeric, got {type(values).__name__}: {error}") from None
+    if dims is not None and array.ndim != dims:
+        raise ValueError(f"{name} must have {dims} dimension(s), got shape {array.shape}")
+    return array
+
+
+def new_figure(width: float, height: float) -> Figure:
+    """An Agg-backed Figure of the given size in inches."""
+    figure = Figure(figsize=(width, height), dpi=DPI)
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def save_figure(figure: Figure, path) -> Path:
+    """Write ``figure`` as PNG to ``path`` atomically: a temporary file in the same directory,
+    then os.replace, so that an interrupted save never leaves a truncated image behind.
+
+    The temporary file is opened with plain ``open`` (not ``tempfile``), so the PNG gets the
+    usual umask-based permissions instead of 0600.
+    """
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        with open(temporary, "xb") as stream:
+            figure.savefig(stream, format="png", dpi=DPI)
+        os.replace(temporary, path)
+    finally:
+        if temporary.exists():
+            temporary.unlink()
+    return path
+
+
+def check_image_shape(image_shape, n_visible: int) -> tuple[int, int]:
+    """Validate (height, width) against the vector length ``n_visible``."""
+    try:
+        height, width = (int(size) for size in image_shape)
+    except (TypeError, ValueError):
+        raise ValueError(f"image_shape must be (height, width), got {image_shape!r}") from None
+    if height < 1 or width < 1 or height * width != n_visible:
+        raise ValueError(f"image_shape {(height, width)} does not match vectors of length "
+                         f"{n_visible} (height * width must equal it)")
+    return height, width
+
+
+def check_order(order: str) -> str:
+    if order not in ORDERS:
+        raise ValueError(f"order must be 'C' (row-major) or 'F' (column-major, as CalTech101 "
+                         f"Silhouettes is stored), got {order!r}")
+    return order
+
+
+def tile_images(images, image_shape, *, n_columns: int | None = None, order: str = "C",
+                border: int = 1) -> np.ndarray:
+    """Arrange flat images in a mosaic, filling each row left to right before the next row.
+
+    Parameters
+    ----------
+    images : array (N, height * width)
+    image_shape : (height, width)
+    n_columns : int, optional
+        Images per row; default ceil(sqrt(N)).
+    order : {"C", "F"}
+        How each row of ``images`` unrolls an image: "F" for column-major data.
+    border : int
+        Pixels between images, filled with NaN (drawn in the border color).
+
+    Returns
+    -------
+    ndarray (n_rows * (height + border) - border, n_columns * (width + border) - border)
+        Unused cells are NaN.
+    """
+    images = as_numpy(images, "images")
+    if images.ndim == 1:
+        images = images[None]
+    if images.ndim != 2 or images.shape[0] == 0:
+        raise ValueError(f"images must have shape (N, D) with N >= 1, got {images.shape}")
+    height, width = check_image_shape(image_shape, images.shape[1])
+    order = check_order(order)
+    n_images = images.shape[0]
+    if n_columns is None:
+        n_columns = int(np.ceil(np.sqrt(n_images)))
+    if int(n_columns) < 1:
+        raise ValueError(f"n_columns must be >= 1, got {n_columns}")
+    n_columns = min(int(n_columns), n_images)
+    n_rows = -(-n_images // n_columns)
+    mosaic = np.full((n_rows * (height + border) - border, n_columns * (width + border) - border),
+                     np.nan)
+    for index, flat in enumerate(images):
+        row, column = divmod(index, n_columns)
+        top, left = row * (height + border), column * (width + border)
+        mosaic[top:top + height, left:left + width] = flat.reshape(height, width, order=order)
+    return mosaic

@@ -1,0 +1,134 @@
+"""Self-describing checkpoints: safetensors tensors plus JSON metadata, never pickle.
+
+A checkpoint file holds the model's constructor arguments (with the iRBM's current size) and
+parameters, and optionally a trainer's state (optimizer accumulators, persistent chains, RNG
+states, epoch, configuration, history). Loading cannot execute code, a checksum over all tensors
+catches truncation and tampering, and writes go to a temporary file renamed into place, so a
+crash never leaves a half-written checkpoint and the previous one stays intact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from .models import EnergyModel, build_model
+
+FORMAT = "irbm-checkpoint"
+VERSION = 1
+MODEL_FILE = "model.safetensors"
+TRAINER_FILE = "checkpoint.safetensors"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing, unreadable, corrupt or of the wrong kind."""
+
+
+def _checksum(tensors: dict[str, torch.Tensor]) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        tensor = tensors[name].detach().contiguous().cpu()
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
+        digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+    return digest.hexdigest()
+
+
+def write_checkpoint(path, tensors: dict[str, torch.Tensor], metadata: dict):
+    """Write tensors and JSON-serializable metadata to ``path`` atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tensors = {name: t.detach().contiguous().cpu() for name, t in tensors.items()}
+    header = {"format": FORMAT, "version": str(VERSION), "sha256": _checksum(tensors),
+              "metadata": json.dumps(metadata)}
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(handle)
+    try:
+        save_file(tensors, temporary, metadata=header)
+        with open(temporary, "rb") as stream:
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def read_checkpoint(path) -> tuple[dict[str, torch.Tensor], dict]:
+    """Read and verify a checkpoint; raises CheckpointError with the reason."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    try:
+        tensors = load_file(path)
+        from safetensors import safe_open
+        with safe_open(path, framework="pt") as reader:
+            header = reader.metadata() or {}
+    except (SafetensorError, OSError, ValueError, RuntimeError) as error:
+        raise CheckpointError(f"unreadable checkpoint {path} (truncated or not a safetensors "
+                              f"file): {error}") from None
+    if header.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not an irbm checkpoint")
+    if header.get("version") != str(VERSION):
+        raise CheckpointError(f"{path} has checkpoint version {header.get('version')}, "
+                              f"this irbm reads version {VERSION}")
+    if header.get("sha256") != _checksum(tensors):
+        raise CheckpointError(f"checkpoint {path} is corrupt: checksum mismatch")
+    try:
+        metadata = json.loads(header["metadata"])
+    except (KeyError, json.JSONDecodeError) as error:
+        raise CheckpointError(f"checkpoint {path} has unreadable metadata: {error}") from None
+    return tensors, metadata
+
+
+def model_tensors(model: EnergyModel) -> dict[str, torch.Tensor]:
+    return {f"model.{name}": getattr(model, name) for name in ("W", "b", "c")}
+
+
+def model_from_tensors(tensors, metadata, *, device=None, dtype=None) -> EnergyModel:
+    """Rebuild a model from its recorded constructor arguments and parameters."""
+    try:
+        config = metadata["model"]
+        stored_dtype = getattr(torch, metadata.get("dtype", "float32"))
+        model = build_model(config, dtype=dtype or stored_dtype, device=device)
+        with torch.no_grad():
+            for name in ("W", "b", "c"):
+                value = tensors[f"model.{name}"]
+                target = getattr(model, name)
+                if value.shape != target.shape:
+                    raise CheckpointError(f"parameter {name} has shape {tuple(value.shape)}, "
+                                          f"the recorded model needs {tuple(target.shape)}")
+                target.copy_(value)
+    except (KeyError, TypeError) as error:
+        raise CheckpointError(f"checkpoint does not describe a model: missing {error}") from None
+    return model
+
+
+def save(model: EnergyModel, path, *, extra: dict | None = None):
+    """Save a model (constructor arguments + parameters) to ``path`` (.safetensors)."""
+    metadata = {"kind": "model", "model": model.config(),
+                "dtype": str(model.W.dtype).removeprefix("torch."), **(extra or {})}
+    write_checkpoint(path, model_tensors(model), metadata)
+
+
+def resolve(path, name=MODEL_FILE) -> Path:
+    """A checkpoint file, or inside a run directory the file ``name``."""
+    path = Path(path)
+    if path.is_dir():
+        candidate = path / name
+        if not candidate.exists():
+            raise CheckpointError(f"run directory {path} holds no {name}")
+        return candidate
+    return path
+
+
+def load(path, *, device=None, dtype=None) -> EnergyModel:
+    """Load a model from a model or trainer checkpoint, or from a run directory (its latest
+    model)."""
+    tensors, metadata = read_checkpoint(resolve(path))
+    return model_from_tensors(tensors, metadata, device=device, dtype=dtype)

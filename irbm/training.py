@@ -1,0 +1,300 @@
+"""Minibatch training by CD-k or PCD-k, for any model of the shared interface.
+
+The trainer knows nothing model-specific: it asks the model for Gibbs steps, for the weighted
+free-energy gradients of a stack of positive and negative examples, and, after each update, to
+adapt its size to the largest z sampled (only the iRBM grows) and to prune exactly-zero trailing
+units when L1 is on (only the iRBM shrinks). Logging, evaluation and checkpoints are callbacks.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from . import checkpoint as ckpt
+from .models import EnergyModel
+from .optim import Optimizer
+
+_MONITOR_ROWS = 2000  # examples used for the per-epoch metrics on the training set
+
+
+@dataclass
+class TrainingConfig:
+    """Hyper-parameters; a resumed run must match them unless forced."""
+
+    cd_k: int = 10
+    persistent: bool = True
+    batch_size: int = 64
+    optimizer: str = "adagrad"
+    lr: float = 0.03
+    l1: float = 0.0
+    l2: float = 0.0
+    epsilon: float = 1e-6
+    n_chains: int | None = None
+    seed: int = 1234
+
+
+class Callback:
+    """Hooks called by `Trainer.fit`; subclass and override what you need."""
+
+    def on_fit_start(self, trainer: "Trainer"):
+        pass
+
+    def on_epoch_end(self, trainer: "Trainer", metrics: dict):
+        pass
+
+    def on_fit_end(self, trainer: "Trainer"):
+        pass
+
+
+class _FunctionCallback(Callback):
+    def __init__(self, function):
+        self.function = function
+
+    def on_epoch_end(self, trainer, metrics):
+        self.function(trainer, metrics)
+
+
+@dataclass
+class _State:
+    epoch: int = 0
+    updates: int = 0
+    history: list = field(default_factory=list)
+
+
+class Trainer:
+    """Stochastic gradient descent on the NLL with the negative phase from Gibbs chains.
+
+    Parameters
+    ----------
+    model : EnergyModel
+    cd_k : int
+        Gibbs steps per update (the paper: 10).
+    persistent : bool
+        PCD (chains kept across updates, started at zeros as in the authors' code) or CD
+        (chains start at the minibatch).
+    batch_size : int
+    optimizer : {"adagrad", "sgd"}
+    lr, l1, l2 : float
+        Learning rate and regularization factors on W and b (L1 as a proximal step).
+    seed : int
+        Seeds the Gibbs sampler and the minibatch order.
+    device : torch.device or str, optional
+        Where to train; the model is moved there.
+    n_chains : int, optional
+        Persistent chains (default: batch_size).
+    progress : bool
+        Show a progress bar over epochs.
+    """
+
+    def __init__(self, model: EnergyModel, *, cd_k=10, persistent=True, batch_size=64,
+                 optimizer="adagrad", lr=0.03, l1=0.0, l2=0.0, seed=1234, device=None,
+                 n_chains=None, epsilon=1e-6, progress=True):
+        if int(cd_k) < 1:
+            raise ValueError(f"cd_k must be >= 1, got {cd_k}")
+        if int(batch_size) < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.config = TrainingConfig(int(cd_k), bool(persistent), int(batch_size), optimizer,
+                                     float(lr), float(l1), float(l2), float(epsilon),
+                                     None if n_chains is None else int(n_chains), int(seed))
+        self.device = torch.device(device) if device is not None else model.W.device
+        self.model = model.to(self.device)
+        self.optimizer = Optimizer(optimizer, lr=lr, l1=l1, l2=l2, epsilon=epsilon)
+        self.progress = progress
+        self.state = _State()
+        self.size_history: list[tuple[int, int]] = [(0, model.n_hidden)]
+        self.gibbs_generator = torch.Generator(device=self.device).manual_seed(int(seed))
+        self.order_generator = torch.Generator().manual_seed(int(seed) + 1)
+        self.chains = None
+        self.stop_training = False
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def epoch(self) -> int:
+        return self.state.epoch
+
+    @property
+    def history(self) -> list[dict]:
+        return self.state.history
+
+    def _parameters(self) -> dict[str, torch.Tensor]:
+        return {"W": self.model.W, "b": self.model.b, "c": self.model.c}
+
+    # ------------------------------------------------------------------ one update
+    def _negative_phase(self, batch) -> tuple[torch.Tensor, int | None]:
+        """Run cd_k Gibbs steps from the persistent chains (PCD) or the batch (CD); return
+        the chains' end and the largest z sampled on the way."""
+        chains = self.chains if self.config.persistent else batch
+        largest_z = None
+        for _ in range(self.config.cd_k):
+            chains, state = self.model._gibbs_step(chains, self.gibbs_generator)
+            if state.z is not None:
+                step_max = int(state.z.max())
+                largest_z = step_max if largest_z is None else max(largest_z, step_max)
+        if self.config.persistent:
+            self.chains = chains
+        return chains, largest_z
+
+    def _gradients(self, batch, negatives):
+        """dF averaged over the batch minus dF averaged over the chains, in one pass."""
+        stacked = torch.cat([batch, negatives])
+        row_weights = torch.cat([batch.new_full((batch.shape[0],), 1.0 / batch.shape[0]),
+                                 batch.new_full((negatives.shape[0],), -1.0 / negatives.shape[0])])
+        return self.model._free_energy_gradients(stacked, row_weights, self.gibbs_generator)
+
+    @torch.no_grad()
+    def update(self, batch: torch.Tensor):
+        """One parameter update from a minibatch (N, n_visible) already on the device."""
+        negatives, largest_z = self._negative_phase(batch)
+        gradients, z = self._gradients(batch, negatives)
+        if z is not None:
+            largest_z = max(largest_z or 0, int(z.max()))
+        if self.model.adapt_size(largest_z):
+            # The new unit takes its first step now: its gradient is non-zero even though its
+            # parameters are (the authors' behaviour), so recompute with the grown model.
+            gradients, _ = self._gradients(batch, negatives)
+        self.optimizer.step(self._parameters(), gradients)
+        if self.config.l1 and self.model.prune():
+            self.optimizer.sync(self._parameters())
+        self.state.updates += 1
+
+    # ------------------------------------------------------------------ epochs
+    def _as_data(self, data) -> torch.Tensor:
+        data = torch.as_tensor(np.asarray(data) if not isinstance(data, torch.Tensor) else data)
+        return self.model._check_visible(data)
+
+    def _initial_chains(self):
+        n_chains = self.config.n_chains or self.config.batch_size
+        return torch.zeros(n_chains, self.model.n_visible, dtype=self.model.W.dtype,
+                           device=self.device)
+
+    @torch.no_grad()
+    def epoch_metrics(self, train, valid=None) -> dict:
+        """Mean reconstruction error (squared, per example) and mean free energies."""
+        monitor = train[:_MONITOR_ROWS]
+        generator = torch.Generator(device=self.device).manual_seed(self.config.seed + 2)
+        state = self.model._sample_hidden(monitor, generator)
+        reconstruction = self.model._mean_visibles(state.h)
+        metrics = {
+            "reconstruction_error": float(((monitor - reconstruction) ** 2).sum(1).mean()),
+            "train_free_energy": float(self.model._free_energy(monitor).mean()),
+        }
+        if valid is not None:
+            metrics["valid_free_energy"] = float(self.model._free_energy(valid).mean())
+        return metrics
+
+    def fit(self, train, epochs: int, *, valid=None, callbacks=()) -> list[dict]:
+        """Train until ``epochs`` epochs in total have run (a resumed trainer continues from its
+        epoch) and return the per-epoch history.
+
+        Parameters
+        ----------
+        train : Tensor or ndarray (N, n_visible) of 0/1 values
+        epochs : int
+        valid : Tensor or ndarray (M, n_visible), optional
+        callbacks : iterable of Callback or callables ``f(trainer, metrics)``
+        """
+        train = self._as_data(train)
+        valid = None if valid is None else self._as_data(valid)
+        callbacks = [c if isinstance(c, Callback) else _FunctionCallback(c) for c in callbacks]
+        if self.chains is None:
+            self.chains = self._initial_chains()
+        self.optimizer.sync(self._parameters())
+        self.stop_training = False
+        for callback in callbacks:
+            callback.on_fit_start(self)
+        bar = tqdm(total=epochs, initial=self.epoch, disable=not self.progress, unit="epoch",
+                   dynamic_ncols=True)
+        while self.epoch < epochs and not self.stop_training:
+            start = time.perf_counter()
+            order = torch.randperm(train.shape[0], generator=self.order_generator)
+            for first in range(0, train.shape[0], self.config.batch_size):
+                self.update(train[order[first:first + self.config.batch_size].to(self.device)])
+            self.state.epoch += 1
+            if self.model.n_hidden != self.size_history[-1][1]:
+                self.size_history.append((self.epoch, self.model.n_hidden))
+            metrics = {"epoch": self.epoch, "n_hidden": self.model.n_hidden,
+                       **self.epoch_metrics(train, valid),
+                       "seconds": time.perf_counter() - start}
+            self.state.history.append(metrics)
+            for callback in callbacks:
+                callback.on_epoch_end(self, metrics)
+            bar.update(1)
+            bar.set_postfix(n_hidden=metrics["n_hidden"],
+                            recon=f"{metrics['reconstruction_error']:.2f}",
+                            F=f"{metrics['train_free_energy']:.2f}")
+        bar.close()
+        for callback in callbacks:
+            callback.on_fit_end(self)
+        return self.history
+
+    # ------------------------------------------------------------------ checkpoints
+    def save_checkpoint(self, path):
+        """Everything needed to resume bit-identically, written atomically."""
+        tensors = ckpt.model_tensors(self.model)
+        tensors.update({f"optimizer.{k}": v for k, v in self.optimizer.state_dict().items()})
+        if self.chains is not None:
+            tensors["trainer.chains"] = self.chains
+        tensors["rng.gibbs"] = self.gibbs_generator.get_state()
+        tensors["rng.order"] = self.order_generator.get_state()
+        metadata = {"kind": "trainer", "model": self.model.config(),
+                    "dtype": str(self.model.W.dtype).removeprefix("torch."),
+                    "training": asdict(self.config), "epoch": self.state.epoch,
+                    "updates": self.state.updates, "history": self.state.history,
+                    "size_history": self.size_history}
+        ckpt.write_checkpoint(path, tensors, metadata)
+
+    @classmethod
+    def from_checkpoint(cls, path, *, device=None, progress=True, force=False, **overrides):
+        """Rebuild a trainer (and its model) from a trainer checkpoint or a run directory.
+
+        ``overrides`` are hyper-parameters for the resumed run; any that differ from the
+        recorded ones are refused unless ``force`` is set.
+        """
+        tensors, metadata = ckpt.read_checkpoint(ckpt.resolve(path, ckpt.TRAINER_FILE))
+        if metadata.get("kind") != "trainer":
+            raise ckpt.CheckpointError(f"{path} is a model checkpoint, not a training state")
+        recorded = metadata["training"]
+        changed = {k: (recorded[k], v) for k, v in overrides.items()
+                   if k in recorded and recorded[k] != v}
+        if changed and not force:
+            details = ", ".join(f"{k}: {old} -> {new}" for k, (old, new) in changed.items())
+            raise ValueError(f"refusing to resume with different hyper-parameters ({details}); "
+                             "pass force=True (CLI: --force) to override")
+        config = {**recorded, **overrides}
+        model = ckpt.model_from_tensors(tensors, metadata, device=device)
+        trainer = cls(model, device=device, progress=progress, **config)
+        trainer.optimizer.load_state_dict(
+            {k.removeprefix("optimizer."): v.to(trainer.device)
+             for k, v in tensors.items() if k.startswith("optimizer.")})
+        if "trainer.chains" in tensors:
+            trainer.chains = tensors["trainer.chains"].to(trainer.device, model.W.dtype)
+        trainer.gibbs_generator.set_state(tensors["rng.gibbs"])
+        trainer.order_generator.set_state(tensors["rng.order"])
+        trainer.state = _State(metadata["epoch"], metadata["updates"], metadata["history"])
+        trainer.size_history = [tuple(x) for x in metadata["size_history"]]
+        return trainer
+
+
+class CheckpointEvery(Callback):
+    """Save the training state (and the model alone) into a run directory every few epochs."""
+
+    def __init__(self, run_dir, every: int = 1):
+        from pathlib import Path
+        self.run_dir, self.every = Path(run_dir), int(every)
+
+    def on_epoch_end(self, trainer, metrics):
+        if trainer.epoch % self.every == 0:
+            self.save(trainer)
+
+    def on_fit_end(self, trainer):
+        self.save(trainer)
+
+    def save(self, trainer):
+        trainer.save_checkpoint(self.run_dir / ckpt.TRAINER_FILE)
+        ckpt.save(trainer.model, self.run_dir / ckpt.MODEL_FILE,
+                  extra={"epoch": trainer.epoch})
