@@ -125,13 +125,14 @@ class EnergyModel(nn.Module):
 
     def _mean_visibles(self, h: torch.Tensor) -> torch.Tensor:
         """P(v_j = 1 | h) = sigmoid(h^T W_.j + c_j), shape (N, n_visible)."""
-        return torch.sigmoid(torch.addmm(self.c, h, self.W))
+        return torch.sigmoid_(torch.addmm(self.c, h, self.W))
 
     @staticmethod
     def _bernoulli(probabilities: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         uniform = torch.rand(probabilities.shape, generator=generator,
                              dtype=probabilities.dtype, device=probabilities.device)
-        return (uniform < probabilities).to(probabilities.dtype)
+        # In place: the uniforms become the 0/1 sample, with no bool tensor or cast.
+        return uniform.lt_(probabilities)
 
     # ------------------------------------------------------------------ public API
     def free_energy(self, v) -> torch.Tensor:

@@ -1,0 +1,169 @@
+"""What each `irbm` subcommand does; `cli.py` only parses arguments."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import checkpoint as ckpt
+from . import runs
+from .cli import DATA_KEYS, MODEL_KEYS, TRAIN_DEFAULTS, TRAINING_KEYS, read_config_file
+from .datasets import load_dataset
+from .models import build_model
+from .training import CheckpointEvery, Trainer
+
+
+def _dataset_from_record(record: dict, data_dir=None):
+    dataset = load_dataset(record["name"], data_dir=data_dir)
+    return dataset.subset(record.get("train_size"), record.get("valid_size"),
+                          record.get("test_size"))
+
+
+# ---------------------------------------------------------------------------- train
+def _train_settings(args, recorded: dict | None) -> tuple[dict, dict]:
+    """Merge defaults, the recorded run, the config file and the command line; return the
+    settings and those given explicitly (config file or command line)."""
+    given = read_config_file(args.config) if args.config else {}
+    given.update({k: v for k, v in vars(args).items() if k in TRAIN_DEFAULTS and v is not None})
+    settings = {**TRAIN_DEFAULTS, **(recorded or {}), **given}
+    if settings["n_hidden"] is None:
+        settings["n_hidden"] = 1 if args.family == "irbm" else 500
+    return settings, given
+
+
+def run_train(args):
+    out = runs.check_writable(args.out)
+    config_path = out / runs.CONFIG_FILE
+    resuming = runs.is_run(out)
+    recorded = runs.read_json(config_path) if resuming else None
+    if resuming:
+        if recorded["family"] != args.family or recorded["dataset"] != args.dataset:
+            if not args.force:
+                raise ValueError(f"{out} holds a {recorded['family']} run on "
+                                 f"{recorded['dataset']}; refusing to resume it as "
+                                 f"{args.family} on {args.dataset} (use --force or a new --out)")
+    settings, given = _train_settings(args, recorded and recorded["settings"])
+    if resuming:
+        changed = {k: (recorded["settings"].get(k), v) for k, v in given.items()
+                   if k != "epochs" and recorded["settings"].get(k) != v}
+        if changed and not args.force:
+            details = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in changed.items())
+            raise ValueError(f"refusing to resume {out} with different hyper-parameters "
+                             f"({details}); pass --force to override")
+    dataset = load_dataset(args.dataset, data_dir=args.data_dir).subset(
+        *(settings[k] for k in DATA_KEYS))
+    train = torch.as_tensor(dataset.train)
+    valid = torch.as_tensor(dataset.valid) if len(dataset.valid) else None
+    echo = None if args.quiet else print
+    training = {k: settings[k] for k in TRAINING_KEYS}
+    training["persistent"] = training.pop("pcd")
+    if resuming:
+        trainer = Trainer.from_checkpoint(out, device=args.device, progress=False,
+                                          force=args.force, **training)
+        print(f"resuming {out} at epoch {trainer.epoch} ({trainer.model.n_hidden} hidden units)")
+    else:
+        dtype = getattr(torch, settings["dtype"])
+        model_config = {"family": args.family, "n_visible": dataset.n_visible,
+                        "n_hidden": settings["n_hidden"]}
+        if args.family != "rbm":
+            model_config["beta"] = settings["beta"]
+        if args.family == "irbm":
+            model_config["max_hidden"] = settings["max_hidden"]
+        model = build_model(model_config, dtype=dtype, device=args.device)
+        model.reset_parameters(torch.Generator().manual_seed(settings["seed"]),
+                               0.0 if args.family == "irbm" else 0.01)
+        trainer = Trainer(model, device=args.device, progress=False, **training)
+        runs.write_json(config_path, {"family": args.family, "dataset": args.dataset,
+                                      "dataset_name": dataset.name,
+                                      "image_shape": list(dataset.image_shape),
+                                      "pixel_order": dataset.pixel_order,
+                                      "data": {"name": args.dataset,
+                                               **{k: settings[k] for k in DATA_KEYS}},
+                                      "settings": settings})
+        print(f"training a {args.family} on {dataset!r} into {out}")
+    callbacks = [CheckpointEvery(out), runs.HistoryWriter(out, settings["epochs"], echo)]
+    if settings["eval_every"] and valid is not None:
+        callbacks.insert(0, runs.ValidateWithAIS(out, valid, settings["eval_every"],
+                                                 n_chains=settings["eval_chains"],
+                                                 n_betas=settings["eval_betas"], echo=echo))
+    trainer.fit(train, settings["epochs"], valid=valid, callbacks=callbacks)
+    print(f"done: epoch {trainer.epoch}, {trainer.model.n_hidden} hidden units; model in "
+          f"{out / ckpt.MODEL_FILE}")
+    return trainer
+
+
+# ---------------------------------------------------------------------------- evaluate
+def _run_dataset(run_dir, data_dir=None):
+    config = runs.read_json(Path(run_dir) / runs.CONFIG_FILE)
+    return config, _dataset_from_record(config["data"], data_dir)
+
+
+def run_evaluate(args):
+    run_dir = Path(args.run)
+    config, dataset = _run_dataset(run_dir, args.data_dir)
+    runs.check_writable(run_dir)
+    print(f"AIS on {run_dir} ({args.chains} chains)")
+    record = runs.evaluate_run(run_dir, dataset, n_chains=args.chains, n_betas=args.betas,
+                               base=args.base, seed=args.seed, device=args.device,
+                               which="latest" if args.latest else "best")
+    print(f"  ln Z = {record['log_z']:.3f}  [{record['log_z_low']:.3f}, "
+          f"{record['log_z_high']:.3f}]  -> {run_dir / runs.EVALUATION_FILE}")
+    return record
+
+
+# ---------------------------------------------------------------------------- sample
+def run_sample(args):
+    from .plotting import plot_samples
+    from .sampling import sample
+    run_dir = Path(args.run)
+    config, dataset = _run_dataset(run_dir, args.data_dir)
+    figures = runs.check_writable(run_dir / "figures")
+    model = runs.load_run_model(run_dir, device=args.device)
+    generator = torch.Generator(device=model.W.device).manual_seed(args.seed)
+    start = time.perf_counter()
+    result = sample(model, args.n, args.steps, init=args.init,
+                    data=torch.as_tensor(dataset.test) if args.init == "data" else None,
+                    z_max_init=args.z_max_init, generator=generator, progress=True)
+    arrays = {"samples": result.samples.cpu().numpy().astype(np.uint8),
+              "probabilities": result.probabilities.cpu().numpy()}
+    _save_npz(run_dir / "samples.npz", arrays)
+    plot_samples(arrays["probabilities"], dataset.image_shape, figures / "samples.png",
+                 order=dataset.pixel_order,
+                 title=f"{model.family}: {args.steps} Gibbs steps from {args.init}")
+    print(f"{args.n} samples in {time.perf_counter() - start:.1f}s -> {run_dir / 'samples.npz'}, "
+          f"{figures / 'samples.png'}")
+
+
+def _save_npz(path, arrays):
+    import os
+    import tempfile
+    handle, temporary = tempfile.mkstemp(prefix=".samples.", suffix=".npz", dir=path.parent)
+    os.close(handle)
+    np.savez_compressed(temporary, **arrays)
+    os.replace(temporary, path)
+
+
+# ---------------------------------------------------------------------------- plot
+def run_plot(args):
+    from .figures import figures_for_run
+    run_dir = Path(args.run)
+    config, dataset = _run_dataset(run_dir, args.data_dir)
+    written = figures_for_run(run_dir, dataset, device=args.device)
+    for path in written:
+        print(path)
+
+
+# ---------------------------------------------------------------------------- report
+def run_report(args):
+    from .report import write_report
+    markdown, html = write_report([Path(r) for r in args.runs], args.out)
+    print(f"report: {markdown} and {html}")
+
+
+# ---------------------------------------------------------------------------- demo
+def run_demo(args):
+    from .demo import demo
+    demo(Path(args.out), quick=args.quick, device=args.device)

@@ -1,0 +1,68 @@
+"""All the figures of a run directory (what `irbm plot` draws)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import runs
+from .ais import convergence_curve
+from .plotting import (plot_filters, plot_p_z_given_v, plot_samples,
+                       plot_top_inputs_by_z_interval)
+from .plotting_curves import plot_ais_convergence, plot_size_history, plot_training_curves
+from .sampling import sample
+
+# Few enough that plotting stays quick when `irbm sample` has not been run.
+_QUICK_SAMPLES, _QUICK_STEPS = 16, 1000
+
+
+def figures_for_run(run_dir, dataset, *, device=None) -> list[Path]:
+    """Draw every figure that applies to the run into ``run_dir/figures`` and return the paths:
+    filters, samples, P(z|v) and the top inputs per z interval (ordered models), the hidden
+    layer size over training (iRBM), training curves and AIS convergence (once evaluated)."""
+    run_dir = Path(run_dir)
+    figures = runs.check_writable(run_dir / "figures")
+    model = runs.load_run_model(run_dir, device=device)
+    shape, order = dataset.image_shape, dataset.pixel_order
+    written = []
+
+    def keep(name):
+        written.append(figures / name)
+        return figures / name
+
+    plot_filters(model, shape, keep("filters.png"), order=order,
+                 title=f"{model.family}: first filters of {model.n_hidden}")
+    samples_file = run_dir / "samples.npz"
+    if samples_file.exists():
+        with np.load(samples_file, allow_pickle=False) as stored:
+            images = stored["probabilities"]
+    else:
+        generator = torch.Generator(device=model.W.device).manual_seed(0)
+        images = sample(model, _QUICK_SAMPLES, _QUICK_STEPS, generator=generator,
+                        z_max_init=model.family == "orbm").probabilities.cpu().numpy()
+    plot_samples(images, shape, keep("samples.png"), order=order, title=f"{model.family} samples")
+    if model.family in ("orbm", "irbm"):
+        test = torch.as_tensor(dataset.test[:2000] if len(dataset.test) else dataset.train[:2000])
+        # The paper's first row is unstructured noise, whose P(z|v) peaks at small z.
+        noise = (torch.rand((1, dataset.n_visible), generator=torch.Generator().manual_seed(0))
+                 < 0.5).to(test.dtype)
+        plot_p_z_given_v(model, torch.cat([noise, test[:7]]), shape, keep("p_z_given_v.png"),
+                         order=order)
+        plot_top_inputs_by_z_interval(model, test, shape, keep("top_inputs_by_z.png"),
+                                      order=order)
+    history = runs.read_json(run_dir / runs.HISTORY_FILE, default={"history": []})
+    if history["history"]:
+        plot_training_curves(history["history"], keep("training_curves.png"))
+    if model.family == "irbm" and history.get("size_history"):
+        epochs, sizes = zip(*history["size_history"])
+        last_epoch = history["history"][-1]["epoch"] if history["history"] else epochs[-1]
+        plot_size_history(list(epochs) + [last_epoch], list(sizes) + [sizes[-1]],
+                          keep("hidden_size.png"))
+    weights_file = run_dir / "ais_log_weights.npy"
+    if weights_file.exists():
+        log_weights = np.load(weights_file, allow_pickle=False)
+        if len(log_weights) >= 2:
+            plot_ais_convergence(*convergence_curve(log_weights), keep("ais_convergence.png"))
+    return written
