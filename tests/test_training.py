@@ -1,0 +1,282 @@
+"""Training: learning lowers the exact NLL, iRBM growth and shrinking, the oRBM's left-to-right
+training, optimizer updates against hand-computed ones, and resumable checkpoints."""
+
+import math
+
+import pytest
+import torch
+
+import irbm
+from irbm import checkpoint as ckpt
+from irbm.optim import Optimizer
+from irbm.training import Callback, Trainer
+
+N_VISIBLE = 10
+
+
+def prototype_data(n_rows=400, n_visible=N_VISIBLE, n_prototypes=4, flip=0.05, seed=0):
+    """Noisy copies of a few random binary prototypes: data that needs hidden capacity."""
+    generator = torch.Generator().manual_seed(seed)
+    prototypes = (torch.rand(n_prototypes, n_visible, generator=generator) < 0.5).double()
+    rows = prototypes[torch.randint(0, n_prototypes, (n_rows,), generator=generator)]
+    noise = (torch.rand(n_rows, n_visible, generator=generator) < flip).double()
+    return (rows + noise) % 2
+
+
+FACTORIES = {
+    "rbm": lambda: irbm.RBM(N_VISIBLE, 8, dtype=torch.float64),
+    "orbm": lambda: irbm.OrderedRBM(N_VISIBLE, 8, dtype=torch.float64),
+    "irbm": lambda: irbm.InfiniteRBM(N_VISIBLE, dtype=torch.float64, max_hidden=60),
+}
+
+
+def mean_nll(model, data):
+    return float(-model.log_likelihood_exact(data).mean())
+
+
+@pytest.mark.parametrize("family", FACTORIES)
+@pytest.mark.parametrize("persistent,cd_k", [(False, 1), (True, 5)])
+def test_training_lowers_exact_nll(family, persistent, cd_k):
+    data = prototype_data()
+    model = FACTORIES[family]()
+    before = mean_nll(model, data)
+    trainer = Trainer(model, cd_k=cd_k, persistent=persistent, batch_size=20, lr=0.2,
+                      progress=False)
+    trainer.fit(data, 30)
+    after = mean_nll(model, data)
+    # The initial model is near uniform (10 ln 2 = 6.93 nats); the data's entropy is about
+    # ln 4 + 10 H(0.05) = 3.38 nats, so a good fit gains more than 2.5 nats.
+    assert before > 6.5
+    assert after < before - 2.5, (before, after)
+    assert [m["epoch"] for m in trainer.history] == list(range(1, 31))
+    for key in ("reconstruction_error", "train_free_energy", "n_hidden", "seconds"):
+        assert key in trainer.history[-1]
+
+
+class ShapeWatcher(Callback):
+    """Record (n_hidden, ADAGRAD accumulator shapes) after every epoch."""
+
+    def __init__(self):
+        self.sizes = []
+
+    def on_epoch_end(self, trainer, metrics):
+        model = trainer.model
+        for name in ("W", "b", "c"):
+            assert trainer.optimizer.accumulators[name].shape == getattr(model, name).shape
+        self.sizes.append(model.n_hidden)
+
+
+def test_irbm_grows_then_levels_off_with_weight_decay():
+    data = prototype_data(n_rows=300)
+    model = irbm.InfiniteRBM(N_VISIBLE, dtype=torch.float64)
+    watcher = ShapeWatcher()
+    trainer = Trainer(model, cd_k=1, batch_size=20, lr=0.05, l2=0.05, progress=False)
+    trainer.fit(data, 60, callbacks=[watcher])
+    sizes = watcher.sizes
+    assert sizes[-1] > 1, "the iRBM never grew"
+    early_growth = sizes[19] - 1
+    late_growth = sizes[-1] - sizes[39]
+    assert early_growth > 3 * max(late_growth, 1), sizes
+    assert trainer.size_history[0] == (0, 1) and trainer.size_history[-1][1] == sizes[-1]
+
+
+def test_irbm_shrinks_with_l1_and_optimizer_state_follows():
+    data = prototype_data(n_rows=300)
+    model = irbm.InfiniteRBM(N_VISIBLE, dtype=torch.float64)
+    Trainer(model, cd_k=1, batch_size=20, lr=0.05, progress=False).fit(data, 15)
+    grown = model.n_hidden
+    assert grown > 5
+    watcher = ShapeWatcher()
+    trainer = Trainer(model, cd_k=1, batch_size=20, lr=0.05, l1=0.3, progress=False)
+    trainer.fit(data, 20, callbacks=[watcher])
+    assert min(watcher.sizes) < grown, (grown, watcher.sizes)
+    # Whatever remains ends in a unit that is not all zeros (or is the last unit kept).
+    last_alive = (model.W[-1] != 0).any() or model.b[-1] != 0
+    assert last_alive or model.n_hidden == 1
+
+
+def test_new_unit_takes_a_gradient_step_on_creation():
+    model = irbm.InfiniteRBM(N_VISIBLE, dtype=torch.float64)
+    trainer = Trainer(model, cd_k=1, batch_size=50, lr=0.05, progress=False)
+    trainer.chains = trainer._initial_chains()
+    data = prototype_data(n_rows=50)
+    # With beta = 1.01 the tail holds most of P(z | v) at first, so z > l is sampled at once.
+    trainer.update(data)
+    assert model.n_hidden == 2
+    assert (model.W[-1] != 0).any(), "the grown unit kept zero weights"
+
+
+def test_orbm_trains_units_left_to_right():
+    """The paper: (1 - cdf(z|v)) decreases with the unit's index, so early in training the
+    first units move most. Plain SGD shows the term's effect directly (ADAGRAD divides each
+    element's step by its own gradient scale, which evens this out at first)."""
+    data = prototype_data(n_rows=400, n_visible=16, n_prototypes=6)
+    model = irbm.OrderedRBM(16, 20, dtype=torch.float64)
+    start = model.W.detach().clone()
+    Trainer(model, cd_k=1, batch_size=20, lr=0.1, optimizer="sgd", progress=False).fit(data, 1)
+    moved = (model.W.detach() - start).norm(dim=1)
+    assert moved[:5].mean() > 3 * moved[-5:].mean(), moved
+    ranks = torch.argsort(torch.argsort(moved)).double()
+    index = torch.arange(20, dtype=torch.float64)
+    spearman = torch.corrcoef(torch.stack([ranks, index]))[0, 1]
+    assert spearman < -0.9, moved
+
+
+# ---------------------------------------------------------------------------- optimizer
+def test_sgd_and_adagrad_steps_match_hand_computation():
+    generator = torch.Generator().manual_seed(3)
+    parameter = torch.randn(4, 3, generator=generator, dtype=torch.float64)
+    gradients = [torch.randn(4, 3, generator=generator, dtype=torch.float64) for _ in range(3)]
+    lr, l2, eps = 0.1, 0.01, 1e-6
+
+    sgd = {"W": parameter.clone()}
+    optimizer = Optimizer("sgd", lr=lr, l2=l2)
+    expected = parameter.clone()
+    for g in gradients:
+        optimizer.step(sgd, {"W": g})
+        expected = expected - lr * (g + l2 * expected)
+    torch.testing.assert_close(sgd["W"], expected)
+
+    adagrad = {"W": parameter.clone()}
+    optimizer = Optimizer("adagrad", lr=lr, l2=l2, epsilon=eps)
+    expected, accumulator = parameter.clone(), torch.zeros_like(parameter)
+    for g in gradients:
+        optimizer.step(adagrad, {"W": g})
+        full = g + l2 * expected
+        accumulator = accumulator + full**2
+        expected = expected - lr / (accumulator.sqrt() + eps) * full
+    torch.testing.assert_close(adagrad["W"], expected)
+
+
+def test_l1_is_a_proximal_step_giving_exact_zeros():
+    parameters = {"W": torch.tensor([[0.05, -0.05, 1.0, -1.0]]), "c": torch.tensor([0.05])}
+    gradients = {"W": torch.zeros(1, 4), "c": torch.zeros(1)}
+    Optimizer("sgd", lr=1.0, l1=0.1).step(parameters, gradients)
+    torch.testing.assert_close(parameters["W"], torch.tensor([[0.0, 0.0, 0.9, -0.9]]))
+    assert parameters["W"][0, 0].item() == 0.0  # exactly zero, not tiny
+    torch.testing.assert_close(parameters["c"], torch.tensor([0.05]))  # c is not decayed
+
+
+def test_optimizer_rejects_bad_settings():
+    with pytest.raises(ValueError, match="optimizer"):
+        Optimizer("adam")
+    with pytest.raises(ValueError, match="l1"):
+        Optimizer("sgd", l1=-1)
+
+
+# ---------------------------------------------------------------------------- checkpoints
+@pytest.mark.parametrize("family", FACTORIES)
+@pytest.mark.parametrize("persistent", [True, False])
+def test_resume_is_bit_identical(family, persistent, tmp_path):
+    data = prototype_data(n_rows=120)
+    settings = dict(cd_k=2, persistent=persistent, batch_size=16, lr=0.05, l1=1e-3,
+                    progress=False)
+    straight = Trainer(FACTORIES[family](), **settings)
+    straight.fit(data, 6)
+    first = Trainer(FACTORIES[family](), **settings)
+    first.fit(data, 3)
+    first.save_checkpoint(tmp_path / "state.safetensors")
+    resumed = Trainer.from_checkpoint(tmp_path / "state.safetensors", progress=False)
+    resumed.fit(data, 6)
+    assert resumed.model.n_hidden == straight.model.n_hidden
+    for name in ("W", "b", "c"):
+        assert torch.equal(getattr(resumed.model, name), getattr(straight.model, name)), name
+    assert [h["epoch"] for h in resumed.history] == list(range(1, 7))
+    assert resumed.size_history == straight.size_history
+
+
+def test_resume_with_other_hyper_parameters_is_refused_unless_forced(tmp_path):
+    trainer = Trainer(FACTORIES["rbm"](), lr=0.05, progress=False)
+    trainer.fit(prototype_data(n_rows=40), 1)
+    trainer.save_checkpoint(tmp_path / "state.safetensors")
+    with pytest.raises(ValueError, match="lr: 0.05 -> 0.1"):
+        Trainer.from_checkpoint(tmp_path / "state.safetensors", lr=0.1)
+    forced = Trainer.from_checkpoint(tmp_path / "state.safetensors", lr=0.1, force=True)
+    assert forced.config.lr == 0.1
+
+
+def test_model_checkpoint_rebuilds_the_model(tmp_path):
+    model = irbm.InfiniteRBM(N_VISIBLE, n_hidden=3, beta=1.2, dtype=torch.float64)
+    with torch.no_grad():
+        model.W.normal_(generator=torch.Generator().manual_seed(0))
+    irbm.save(model, tmp_path / "m.safetensors")
+    loaded = irbm.load(tmp_path / "m.safetensors")
+    assert isinstance(loaded, irbm.InfiniteRBM) and loaded.n_hidden == 3 and loaded.beta == 1.2
+    assert loaded.W.dtype == torch.float64 and torch.equal(loaded.W, model.W)
+    data = prototype_data(n_rows=5)
+    torch.testing.assert_close(loaded.free_energy(data), model.free_energy(data))
+
+
+def test_corrupt_checkpoints_give_clear_errors_and_leave_the_previous_intact(tmp_path,
+                                                                             monkeypatch):
+    path = tmp_path / "model.safetensors"
+    model = FACTORIES["rbm"]()
+    irbm.save(model, path)
+    good = path.read_bytes()
+
+    # A crash in the middle of writing the next checkpoint leaves the previous one intact.
+    def crash(tensors, filename, metadata=None):
+        with open(filename, "wb") as stream:
+            stream.write(b"partial")
+        raise OSError("disk full")
+    monkeypatch.setattr(ckpt, "save_file", crash)
+    with pytest.raises(OSError, match="disk full"):
+        irbm.save(model, path)
+    monkeypatch.undo()
+    assert path.read_bytes() == good
+    assert [p.name for p in tmp_path.iterdir()] == ["model.safetensors"]  # no temp left
+
+    truncated = tmp_path / "truncated.safetensors"
+    truncated.write_bytes(good[: len(good) // 2])
+    with pytest.raises(ckpt.CheckpointError, match="truncated|unreadable"):
+        irbm.load(truncated)
+
+    tampered = tmp_path / "tampered.safetensors"
+    data = bytearray(good)
+    data[-3] ^= 0xFF  # flip bits in the last tensor's bytes
+    tampered.write_bytes(bytes(data))
+    with pytest.raises(ckpt.CheckpointError, match="checksum"):
+        irbm.load(tampered)
+
+    with pytest.raises(ckpt.CheckpointError, match="not found"):
+        irbm.load(tmp_path / "missing.safetensors")
+    not_ours = tmp_path / "other.safetensors"
+    from safetensors.torch import save_file
+    save_file({"x": torch.zeros(2)}, not_ours)
+    with pytest.raises(ckpt.CheckpointError, match="not an irbm checkpoint"):
+        irbm.load(not_ours)
+
+
+def test_load_accepts_a_run_directory(tmp_path):
+    from irbm.training import CheckpointEvery
+    trainer = Trainer(FACTORIES["orbm"](), progress=False)
+    trainer.fit(prototype_data(n_rows=40), 2, callbacks=[CheckpointEvery(tmp_path)])
+    loaded = irbm.load(tmp_path)
+    assert torch.equal(loaded.W, trainer.model.W)
+    resumed = Trainer.from_checkpoint(tmp_path, progress=False)
+    assert resumed.epoch == 2
+
+
+def test_checkpoint_load_never_unpickles(tmp_path):
+    """A checkpoint is safetensors + JSON: a file that is a pickle is refused, not executed."""
+    import pickle
+    marker = tmp_path / "executed"
+
+    class Payload:
+        def __reduce__(self):
+            return (marker.write_text, ("pwned",))
+    evil = tmp_path / "evil.safetensors"
+    evil.write_bytes(pickle.dumps(Payload()))
+    with pytest.raises(ckpt.CheckpointError):
+        irbm.load(evil)
+    assert not marker.exists()
+
+
+def test_trainer_rejects_bad_data():
+    trainer = Trainer(FACTORIES["rbm"](), progress=False)
+    with pytest.raises(ValueError, match="shape"):
+        trainer.fit(torch.zeros(10, N_VISIBLE + 1), 1)
+    with pytest.raises(ValueError, match="binary"):
+        trainer.fit(torch.full((10, N_VISIBLE), 0.5), 1)
+    with pytest.raises(ValueError, match="NaN"):
+        trainer.fit(torch.full((10, N_VISIBLE), math.nan), 1)
