@@ -1,4 +1,4 @@
-"""Helpers shared by the plotting modules: array conversion, image tiling and atomic saving.
+"""Helpers shared by the plotting modules: array conversion, image mosaics, atomic saving.
 
 Figures are built as bare `matplotlib.figure.Figure` objects rendered by the Agg canvas, never
 through pyplot: no screen is needed, no global backend is switched, and figures are freed as
@@ -13,11 +13,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
 ORDERS = ("C", "F")
 DPI = 100
+# Largest side of a mosaic, in screen pixels, before integer upscaling stops.
+_TARGET_PIXELS = 800
+TITLE_INCHES = 0.4
 
 
 def as_numpy(values, name: str, *, dims: int | None = None) -> np.ndarray:
@@ -59,6 +64,13 @@ def save_figure(figure: Figure, path) -> Path:
     return path
 
 
+def finish_figure(figure: Figure, path) -> Figure:
+    """Save ``figure`` to ``path`` when one is given; return the figure."""
+    if path is not None:
+        save_figure(figure, path)
+    return figure
+
+
 def check_image_shape(image_shape, n_visible: int) -> tuple[int, int]:
     """Validate (height, width) against the vector length ``n_visible``."""
     try:
@@ -79,7 +91,7 @@ def check_order(order: str) -> str:
 
 
 def tile_images(images, image_shape, *, n_columns: int | None = None, order: str = "C",
-                border: int = 1) -> np.ndarray:
+                border: int = 1, empty: float = np.nan) -> np.ndarray:
     """Arrange flat images in a mosaic, filling each row left to right before the next row.
 
     Parameters
@@ -92,11 +104,13 @@ def tile_images(images, image_shape, *, n_columns: int | None = None, order: str
         How each row of ``images`` unrolls an image: "F" for column-major data.
     border : int
         Pixels between images, filled with NaN (drawn in the border color).
+    empty : float
+        Value of the unused cells after the last image (the figures pass inf and draw them
+        transparent).
 
     Returns
     -------
     ndarray (n_rows * (height + border) - border, n_columns * (width + border) - border)
-        Unused cells are NaN.
     """
     images = as_numpy(images, "images")
     if images.ndim == 1:
@@ -114,8 +128,47 @@ def tile_images(images, image_shape, *, n_columns: int | None = None, order: str
     n_rows = -(-n_images // n_columns)
     mosaic = np.full((n_rows * (height + border) - border, n_columns * (width + border) - border),
                      np.nan)
+    if n_images % n_columns:
+        last_top = (n_rows - 1) * (height + border)
+        last_left = (n_images % n_columns) * (width + border)
+        # The borders around the unused cells go too, so no border line hangs in empty space.
+        mosaic[last_top - border:, last_left - border:] = empty
     for index, flat in enumerate(images):
         row, column = divmod(index, n_columns)
         top, left = row * (height + border), column * (width + border)
         mosaic[top:top + height, left:left + width] = flat.reshape(height, width, order=order)
     return mosaic
+
+
+def mosaic_rgba(mosaic, value_range, border_color):
+    """Gray levels as an RGBA array (H, W, 4): NaN (borders) in ``border_color``, inf (unused
+    cells) transparent."""
+    finite = np.isfinite(mosaic)
+    if value_range is None:
+        value_range = (mosaic[finite].min(), mosaic[finite].max()) if finite.any() else (0, 1)
+    low, high = (float(value) for value in value_range)
+    scaled = np.clip((np.where(finite, mosaic, low) - low) / ((high - low) or 1.0), 0, 1)
+    rgba = colormaps["gray"](scaled)
+    rgba[np.isnan(mosaic)] = to_rgba(border_color)
+    rgba[np.isinf(mosaic)] = (0.0, 0.0, 0.0, 0.0)
+    return rgba
+
+
+def draw_mosaic(axes, mosaic, value_range, border_color, **imshow_options):
+    """Show a mosaic from `tile_images` in gray levels, without axes."""
+    axes.imshow(mosaic_rgba(mosaic, value_range, border_color), interpolation="nearest",
+                **imshow_options)
+    axes.set_axis_off()
+
+
+def mosaic_figure(mosaic, title, value_range, border_color, path):
+    """A figure holding only ``mosaic``, each image pixel drawn as an integer block of pixels."""
+    scale = int(np.clip(_TARGET_PIXELS // max(mosaic.shape), 1, 12))
+    width, height = mosaic.shape[1] * scale / DPI, mosaic.shape[0] * scale / DPI
+    title_height = TITLE_INCHES if title else 0.0
+    figure = new_figure(max(width, 1.0), height + title_height)
+    axes = figure.add_axes((0, 0, 1, height / (height + title_height)))
+    draw_mosaic(axes, mosaic, value_range, border_color)
+    if title:
+        figure.suptitle(title, y=1 - 0.1 * title_height / (height + title_height), va="top")
+    return finish_figure(figure, path)

@@ -107,7 +107,8 @@ def sample(model: EnergyModel, n_samples: int | None, n_steps: int, *, init="ran
         else:
             state = model._sample_hidden(visible, generator)
 
-        snapshots = [visible.clone()] if every is not None else None
+        # Each step allocates new tensors, so keeping references is enough (no copies).
+        snapshots = [visible] if every is not None else None
         steps_kept = [0] if every is not None else None
         for step in tqdm(range(1, n_steps + 1), disable=not progress, desc="Gibbs sampling",
                          unit="step", leave=False):
@@ -116,7 +117,7 @@ def sample(model: EnergyModel, n_samples: int | None, n_steps: int, *, init="ran
             mean_visible = model._mean_visibles(state.h)
             visible = model._bernoulli(mean_visible, generator)
             if every is not None and (step % every == 0 or step == n_steps):
-                snapshots.append((mean_visible if return_probabilities else visible).clone())
+                snapshots.append(mean_visible if return_probabilities else visible)
                 steps_kept.append(step)
 
     return SampleResult(
@@ -148,7 +149,7 @@ def _initial_visibles(model, n_samples, init, data, generator) -> torch.Tensor:
             raise ValueError(f"init='data' asks for {n_samples} chains but data has only "
                              f"{data.shape[0]} rows")
         rows = torch.randperm(data.shape[0], generator=generator, device=generator.device)
-        return data[rows[:n_samples].to(data.device)].clone()
+        return data[rows[:n_samples].to(data.device)]
 
     visible = _checked(model, init, "init")
     if n_samples is not None and _positive_int(n_samples, "n_samples") != visible.shape[0]:

@@ -1,0 +1,197 @@
+"""Curves: the iRBM's hidden-layer size over training, AIS convergence and training metrics.
+
+Re-exported by `irbm.plotting`; import them from there. Each function returns the Figure and
+writes a PNG atomically when given ``path``.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from matplotlib.ticker import MaxNLocator
+
+from ._figures import as_numpy, finish_figure, new_figure
+
+
+def plot_size_history(epochs, sizes, path=None, *, title=None):
+    """Draw the number of hidden units of an iRBM over training.
+
+    Parameters
+    ----------
+    epochs : array (T,)
+    sizes : array (T,)
+        Hidden-layer size l at each epoch.
+    path : str or Path, optional
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    epochs = as_numpy(epochs, "epochs", dims=1)
+    sizes = as_numpy(sizes, "sizes", dims=1)
+    if len(epochs) == 0 or len(epochs) != len(sizes):
+        raise ValueError(f"epochs and sizes must be non-empty and of equal length, got "
+                         f"{len(epochs)} and {len(sizes)}")
+    figure = new_figure(6.0, 3.5)
+    axes = figure.add_subplot()
+    axes.step(epochs, sizes, where="post", color="tab:blue",
+              marker="." if len(sizes) <= 50 else None)
+    axes.annotate(f"{int(sizes[-1])} units", (epochs[-1], sizes[-1]), textcoords="offset points",
+                  xytext=(-4, 6), ha="right")
+    axes.set_xlabel("epoch")
+    axes.set_ylabel("hidden units l")
+    axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set_ylim(bottom=0)
+    axes.grid(alpha=0.3)
+    axes.set_title(title or "Hidden-layer size of the iRBM during training")
+    figure.tight_layout()
+    return finish_figure(figure, path)
+
+
+def plot_ais_convergence(n_chains, log_z, log_z_low, log_z_high, path=None, *, exact=None,
+                         title=None):
+    """Draw the AIS estimate ln Z-hat against the number of chains, with its 3-sigma band.
+
+    A lower bound ln(Z-hat - 3 sigma) of -inf (3 sigma exceeds Z-hat: a few chains dominate the
+    weights) cannot be drawn: the band is clipped at the bottom of the axis there, those points
+    get a downward marker, and a note says how many bounds were infinite.
+
+    Parameters
+    ----------
+    n_chains : array (M,)
+        Number of AIS chains of each estimate.
+    log_z, log_z_low, log_z_high : array (M,)
+        ln Z-hat, ln(Z-hat - 3 sigma) (may be -inf) and ln(Z-hat + 3 sigma).
+    path : str or Path, optional
+    exact : float, optional
+        The exact ln Z, drawn as a dashed line when known.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    n_chains = as_numpy(n_chains, "n_chains", dims=1)
+    columns = [as_numpy(values, name, dims=1) for values, name in
+               ((log_z, "log_z"), (log_z_low, "log_z_low"), (log_z_high, "log_z_high"))]
+    if len(n_chains) == 0 or any(len(column) != len(n_chains) for column in columns):
+        raise ValueError("n_chains, log_z, log_z_low and log_z_high must be non-empty and of "
+                         f"equal length, got {[len(n_chains)] + [len(c) for c in columns]}")
+    order = np.argsort(n_chains, kind="stable")
+    n_chains = n_chains[order]
+    log_z, low, high = (column[order] for column in columns)
+    if not np.isfinite(log_z).any():
+        raise ValueError("log_z has no finite value: nothing to draw")
+
+    finite = np.concatenate([values[np.isfinite(values)] for values in (log_z, low, high)]
+                            + ([np.array([float(exact)])] if exact is not None else []))
+    spread = finite.max() - finite.min()
+    padding = 0.1 * spread if spread > 0 else max(1.0, 0.01 * abs(finite.max()))
+    bottom, top = finite.min() - padding, finite.max() + padding
+    low_infinite, high_infinite = np.isneginf(low), np.isposinf(high)
+    band_low = np.where(low_infinite, bottom, low)
+    band_high = np.where(high_infinite, top, high)
+
+    figure = new_figure(6.5, 4.0)
+    axes = figure.add_subplot()
+    drawable = np.isfinite(band_low) & np.isfinite(band_high)
+    axes.fill_between(n_chains, band_low, band_high, where=drawable, color="tab:blue",
+                      alpha=0.2, linewidth=0, label="ln(Ẑ ± 3σ)")
+    axes.plot(n_chains, log_z, marker="o", color="tab:blue", label="ln Ẑ")
+    if exact is not None:
+        axes.axhline(float(exact), color="black", linestyle="--", linewidth=1,
+                     label=f"exact ln Z = {float(exact):.4g}")
+    if low_infinite.any():
+        axes.plot(n_chains[low_infinite], np.full(low_infinite.sum(), bottom), linestyle="none",
+                  marker="v", markersize=8, color="tab:red", clip_on=False,
+                  label="ln(Ẑ − 3σ) = −∞ (clipped)")
+        axes.text(0.02, 0.97, f"lower bound is −∞ for {int(low_infinite.sum())} of "
+                  f"{len(low)} estimates: band clipped at the axis", transform=axes.transAxes,
+                  fontsize=8, color="tab:red", va="top")
+    if high_infinite.any():
+        axes.text(0.02, 0.90, f"upper bound is +∞ for {int(high_infinite.sum())} estimates: "
+                  "band clipped at the axis", transform=axes.transAxes, fontsize=8,
+                  color="tab:red", va="top")
+    if n_chains.min() > 0 and n_chains.max() >= 10 * n_chains.min():
+        axes.set_xscale("log")
+    axes.set_ylim(bottom, top)
+    axes.set_xlabel("number of AIS chains")
+    axes.set_ylabel("ln Z")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8, loc="best")
+    axes.set_title(title or "AIS estimate of ln Z")
+    figure.tight_layout()
+    return finish_figure(figure, path)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _panels(keys):
+    """Group metric keys into panels: free energies together, NLLs together, others alone."""
+    groups = {}
+    for key in keys:
+        for family in ("free_energy", "nll"):
+            if family in key:
+                groups.setdefault(family, []).append(key)
+                break
+        else:
+            groups[key] = [key]
+    return groups
+
+
+def plot_training_curves(history, path=None, *, title=None):
+    """Draw training metrics against the epoch, one panel per kind of metric.
+
+    Parameters
+    ----------
+    history : list of dict
+        One dict per evaluation, e.g. {"epoch": 3, "train_free_energy": ...,
+        "valid_free_energy": ..., "reconstruction_error": ..., "n_hidden": ...}. Every numeric
+        key except "epoch" is drawn; keys missing from some entries (metrics computed only every
+        few epochs) are drawn where present. Without "epoch", entries are numbered from 1.
+    path : str or Path, optional
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    if not isinstance(history, (list, tuple)) or not history:
+        raise ValueError("history must be a non-empty list of dicts")
+    if not all(isinstance(entry, dict) for entry in history):
+        raise ValueError("history must be a list of dicts")
+    epochs = np.array([entry.get("epoch", index + 1) for index, entry in enumerate(history)],
+                      dtype=np.float64)
+    keys = []
+    for entry in history:
+        keys += [key for key, value in entry.items()
+                 if key != "epoch" and key not in keys and _is_number(value)]
+    if not keys:
+        raise ValueError("history has no numeric metric besides 'epoch'")
+    panels = _panels(keys)
+
+    figure = new_figure(7.0, 2.2 * len(panels) + 0.6)
+    axes_list = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    for axes, (panel, panel_keys) in zip(axes_list, panels.items()):
+        for key in panel_keys:
+            values = np.array([entry[key] if _is_number(entry.get(key)) else np.nan
+                               for entry in history], dtype=np.float64)
+            present = ~np.isnan(values)
+            draw = axes.step if key == "n_hidden" else axes.plot
+            extra = {"where": "post"} if key == "n_hidden" else {}
+            draw(epochs[present], values[present], label=key.replace("_", " "),
+                 marker="." if present.sum() <= 50 else None, **extra)
+        axes.set_ylabel(panel.replace("_", " "), fontsize=9)
+        if panel == "n_hidden":
+            axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.grid(alpha=0.3)
+        if len(panel_keys) > 1:
+            axes.legend(fontsize=8)
+    axes_list[-1].set_xlabel("epoch")
+    figure.suptitle(title or "Training curves")
+    figure.tight_layout()
+    return finish_figure(figure, path)

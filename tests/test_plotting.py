@@ -1,0 +1,281 @@
+"""Tests of irbm.plotting: every figure writes a PNG that opens and is not blank, images are
+oriented as stored, the computations behind the figures are right, and saving is atomic."""
+
+import os
+
+import numpy as np
+import pytest
+import torch
+from matplotlib.figure import Figure
+from matplotlib.image import imread
+
+from irbm import build_model, plotting
+from irbm.plotting import tile_images, top_inputs_by_z_interval
+from irbm.sampling import sample
+
+# An upright 8x8 image: the top two rows white, the rest black.
+UPRIGHT = np.zeros((8, 8))
+UPRIGHT[:2] = 1.0
+
+
+def read_gray(path):
+    """The PNG at ``path`` as gray levels in [0, 1], shape (height, width)."""
+    pixels = imread(path)
+    return pixels[..., :3].mean(-1)
+
+
+def assert_non_trivial(path):
+    gray = read_gray(path)
+    assert gray.shape[0] > 50 and gray.shape[1] > 50
+    assert gray.std() > 0.05, f"{path} looks blank"
+
+
+def random_model(family, n_visible=16, n_hidden=6, seed=0, **options):
+    model = build_model({"family": family, "n_visible": n_visible, "n_hidden": n_hidden,
+                         **options}, dtype=torch.float64)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in (model.W, model.b, model.c):
+            parameter.copy_(2 * torch.randn(parameter.shape, generator=generator,
+                                            dtype=torch.float64))
+    return model
+
+
+def binary_data(n_rows, n_visible=16, seed=1):
+    generator = torch.Generator().manual_seed(seed)
+    return (torch.rand(n_rows, n_visible, generator=generator) < 0.5).double()
+
+
+# ------------------------------------------------------------------ tiling and orientation
+def test_tile_images_layout_and_column_major_order():
+    flat_column_major = UPRIGHT.ravel(order="F")
+    assert np.array_equal(tile_images(flat_column_major, (8, 8), order="F"), UPRIGHT)
+    # Reading column-major data as row-major transposes a square image.
+    assert np.array_equal(tile_images(flat_column_major, (8, 8), order="C"), UPRIGHT.T)
+
+    images = np.arange(5)[:, None] * np.ones((5, 6))  # five 2x3 images, image k filled with k
+    mosaic = tile_images(images, (2, 3), n_columns=2, empty=np.inf)
+    assert mosaic.shape == (3 * 3 - 1, 2 * 4 - 1)
+    for k in range(5):
+        row, column = divmod(k, 2)
+        assert np.all(mosaic[3 * row:3 * row + 2, 4 * column:4 * column + 3] == k)
+    assert np.isnan(mosaic[2, 0]) and np.isnan(mosaic[0, 3])  # borders
+    assert np.all(np.isinf(mosaic[6:, 4:]))  # the unused sixth cell
+
+
+def test_image_grid_png_orientation(tmp_path):
+    flat_column_major = UPRIGHT.ravel(order="F")
+    plotting.image_grid(flat_column_major, (8, 8), tmp_path / "f.png", order="F")
+    upright = read_gray(tmp_path / "f.png")
+    height = upright.shape[0]
+    assert upright[: height // 5].mean() > 0.9 and upright[height // 2:].mean() < 0.15
+
+    plotting.image_grid(flat_column_major, (8, 8), tmp_path / "c.png", order="C")
+    transposed = read_gray(tmp_path / "c.png")
+    width = transposed.shape[1]
+    assert transposed[:, : width // 5].mean() > 0.8 and transposed[:, width // 2:].mean() < 0.15
+
+
+def test_image_grid_returns_figure_and_writes_png(tmp_path):
+    images = binary_data(13, 64)
+    figure = plotting.image_grid(images, (8, 8), tmp_path / "grid.png", n_columns=5, title="t")
+    assert isinstance(figure, Figure)
+    assert_non_trivial(tmp_path / "grid.png")
+    assert isinstance(plotting.image_grid(images, (8, 8)), Figure)  # no path: nothing written
+    assert sorted(os.listdir(tmp_path)) == ["grid.png"]
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"image_shape": (3, 5)}, "does not match vectors of length 16"),
+    ({"image_shape": 16}, "image_shape must be"),
+    ({"order": "K"}, "order must be 'C'"),
+    ({"n_columns": 0}, "n_columns must be >= 1"),
+])
+def test_image_grid_rejects_bad_arguments(arguments, message):
+    call = {"image_shape": (4, 4), **arguments}
+    with pytest.raises(ValueError, match=message):
+        plotting.image_grid(binary_data(3), call.pop("image_shape"), **call)
+
+
+# ------------------------------------------------------------------ atomic saving
+def test_save_is_atomic_and_respects_umask(tmp_path, monkeypatch):
+    path = tmp_path / "grid.png"
+    path.write_bytes(b"old figure")
+
+    def broken_savefig(self, stream, **options):
+        stream.write(b"half a png")
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(Figure, "savefig", broken_savefig)
+    with pytest.raises(RuntimeError, match="disk full"):
+        plotting.image_grid(binary_data(4), (4, 4), path)
+    assert path.read_bytes() == b"old figure"
+    assert sorted(os.listdir(tmp_path)) == ["grid.png"]  # no temporary file left
+
+    monkeypatch.undo()
+    plotting.image_grid(binary_data(4), (4, 4), path)
+    assert_non_trivial(path)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_missing_directory_raises_and_writes_nothing(tmp_path):
+    with pytest.raises(OSError):
+        plotting.image_grid(binary_data(4), (4, 4), tmp_path / "absent" / "grid.png")
+    assert os.listdir(tmp_path) == []
+
+
+# ------------------------------------------------------------------ filters and samples
+def test_plot_filters(tmp_path):
+    model = random_model("irbm", n_visible=64, n_hidden=5)
+    model.grow(2)  # two untrained all-zero units must not break the per-filter scaling
+    figure = plotting.plot_filters(model, (8, 8), tmp_path / "filters.png")
+    assert_non_trivial(tmp_path / "filters.png")
+    assert figure._suptitle.get_text() == "First 7 filters"
+    plotting.plot_filters(model.W.detach()[:3].numpy(), (8, 8), tmp_path / "array.png",
+                          order="F")
+    assert_non_trivial(tmp_path / "array.png")
+    with pytest.raises(ValueError, match="n_filters"):
+        plotting.plot_filters(model, (8, 8), n_filters=0)
+
+
+def test_plot_samples_panels_and_chain_evolution(tmp_path):
+    model = random_model("orbm", n_visible=64)
+    result = sample(model, 9, 6, every=2, z_max_init=True, generator=0)
+    figure = plotting.plot_samples({"Test set": binary_data(9, 64), "oRBM": result}, (8, 8),
+                                   tmp_path / "samples.png", title="Samples")
+    assert [axes.get_title() for axes in figure.axes] == ["Test set", "oRBM"]
+    assert_non_trivial(tmp_path / "samples.png")
+    plotting.plot_samples(result.samples, (8, 8), tmp_path / "one.png")
+    assert_non_trivial(tmp_path / "one.png")
+
+    figure = plotting.plot_chain_evolution(result.snapshots, result.snapshot_steps, (8, 8),
+                                           tmp_path / "chains.png")
+    labels = [label.get_text() for label in figure.axes[0].get_xticklabels()]
+    assert labels == ["0", "2", "4", "6"]
+    assert_non_trivial(tmp_path / "chains.png")
+    with pytest.raises(ValueError, match="steps has 2 entries for 4 snapshots"):
+        plotting.plot_chain_evolution(result.snapshots, [0, 1], (8, 8))
+
+
+# ------------------------------------------------------------------ P(z | v)
+@pytest.mark.parametrize("family", ["orbm", "irbm"])
+def test_plot_p_z_given_v(tmp_path, family):
+    model = random_model(family)
+    figure = plotting.plot_p_z_given_v(model, binary_data(4), (4, 4), tmp_path / "pz.png")
+    assert_non_trivial(tmp_path / "pz.png")
+    assert len(figure.axes) == 8  # an image and a curve per example
+    legend = figure.axes[1].get_legend()
+    texts = [text.get_text() for axes in figure.axes for text in axes.texts]
+    if family == "irbm":
+        assert any(text.get_text().startswith("z > l") for text in legend.get_texts())
+        assert len(texts) == 4 and all(text.startswith("P(z > l | v) = ") for text in texts)
+    else:
+        assert legend is None and texts == []
+
+
+def test_plot_p_z_given_v_dominant_tail_is_marked_off_scale(tmp_path):
+    # With beta = 1.01 and small weights, almost all the mass is in the tail z > l.
+    model = build_model({"family": "irbm", "n_visible": 16, "n_hidden": 4}, dtype=torch.float64)
+    figure = plotting.plot_p_z_given_v(model, binary_data(2), (4, 4), tmp_path / "pz.png")
+    labels = [text.get_text() for text in figure.axes[1].get_legend().get_texts()]
+    assert "z > l (tail), off scale" in labels
+    assert_non_trivial(tmp_path / "pz.png")
+
+
+def test_p_z_figures_reject_rbm():
+    model = random_model("rbm")
+    with pytest.raises(ValueError, match="orbm or irbm"):
+        plotting.plot_p_z_given_v(model, binary_data(2), (4, 4))
+    with pytest.raises(ValueError, match="orbm or irbm"):
+        plotting.plot_top_inputs_by_z_interval(model, binary_data(2), (4, 4))
+
+
+# ------------------------------------------------------------------ top inputs by interval of z
+@pytest.mark.parametrize("family", ["orbm", "irbm"])
+def test_top_inputs_by_z_interval_are_the_maximizers(family):
+    model = random_model(family, n_hidden=12)
+    data = binary_data(300)
+    indices, averages, intervals = top_inputs_by_z_interval(model, data, top=10, batch_size=64)
+    # Default intervals tile 1..n_hidden without gaps.
+    assert intervals[0][0] == 1 and intervals[-1][1] == 13
+    assert all(b == a_next for (_, b), (a_next, _) in zip(intervals, intervals[1:]))
+    probabilities = torch.exp(model.log_p_z_given_v(data)).detach().numpy()
+    for column, (a, b) in enumerate(intervals):
+        mass = probabilities[:, a - 1:b - 1].sum(1)
+        best = np.sort(mass)[::-1][:10]
+        assert np.allclose(mass[indices[:, column]], best)
+        assert averages[column] == pytest.approx(best.mean())
+
+
+def test_top_inputs_explicit_intervals_and_errors():
+    model = random_model("orbm", n_hidden=6)
+    data = binary_data(5)
+    indices, averages, intervals = top_inputs_by_z_interval(model, data, [(1, 3), (3, 7)], top=10)
+    assert indices.shape == (5, 2) and intervals == [(1, 3), (3, 7)]  # top clipped to 5 rows
+    for bad in ([(0, 2)], [(3, 3)], [(2, 8)], []):
+        with pytest.raises(ValueError, match="interval"):
+            top_inputs_by_z_interval(model, data, bad)
+    with pytest.raises(ValueError, match="top must be >= 1"):
+        top_inputs_by_z_interval(model, data, top=0)
+
+
+def test_plot_top_inputs_by_z_interval(tmp_path):
+    model = random_model("irbm", n_hidden=12)
+    figure = plotting.plot_top_inputs_by_z_interval(model, binary_data(200), (4, 4),
+                                                    tmp_path / "top.png", top=10)
+    assert_non_trivial(tmp_path / "top.png")
+    image_axes = figure.axes[0]
+    labels = [label.get_text() for label in image_axes.get_xticklabels()]
+    assert labels[0] == "[1, 2)" and labels[-1] == "[12, 13)" and len(labels) == 10
+    assert len(image_axes.get_yticklabels()) == 10
+
+
+# ------------------------------------------------------------------ curves
+def test_plot_size_history(tmp_path):
+    epochs = np.arange(1, 31)
+    plotting.plot_size_history(epochs, np.minimum(epochs * 4, 90), tmp_path / "size.png")
+    assert_non_trivial(tmp_path / "size.png")
+    with pytest.raises(ValueError, match="equal length"):
+        plotting.plot_size_history(epochs, epochs[:-1])
+
+
+def test_plot_ais_convergence_with_infinite_lower_bounds(tmp_path):
+    n_chains = np.array([10, 100, 1000, 5000])
+    log_z = np.array([40.0, 40.4, 40.3, 40.31])
+    low = np.array([-np.inf, 39.5, -np.inf, 40.2])
+    figure = plotting.plot_ais_convergence(n_chains, log_z, low, log_z + 0.3,
+                                           tmp_path / "ais.png", exact=40.32)
+    assert_non_trivial(tmp_path / "ais.png")
+    axes = figure.axes[0]
+    assert any("−∞ for 2 of 4" in text.get_text() for text in axes.texts)
+    bottom, top = axes.get_ylim()
+    assert np.isfinite(bottom) and bottom < 39.5 and top > 40.7
+    assert axes.get_xscale() == "log"
+
+
+def test_plot_ais_convergence_finite_and_errors(tmp_path):
+    figure = plotting.plot_ais_convergence([100, 200], [5.0, 5.1], [4.9, 5.05], [5.1, 5.15],
+                                           tmp_path / "ais.png")
+    assert len(figure.axes[0].texts) == 0
+    assert_non_trivial(tmp_path / "ais.png")
+    with pytest.raises(ValueError, match="equal length"):
+        plotting.plot_ais_convergence([1, 2], [1.0], [0.0], [2.0])
+    with pytest.raises(ValueError, match="no finite value"):
+        plotting.plot_ais_convergence([1], [np.nan], [np.nan], [np.nan])
+
+
+def test_plot_training_curves(tmp_path):
+    history = [{"epoch": epoch, "train_free_energy": 50 - epoch, "n_hidden": 1 + epoch // 3,
+                "reconstruction_error": 1 / epoch, "note": "text values are skipped",
+                **({"valid_free_energy": 52 - epoch} if epoch % 5 == 0 else {})}
+               for epoch in range(1, 21)]
+    figure = plotting.plot_training_curves(history, tmp_path / "curves.png")
+    assert_non_trivial(tmp_path / "curves.png")
+    assert len(figure.axes) == 3  # free energies share a panel
+    free_energy_lines = figure.axes[0].get_lines()
+    assert [len(line.get_xdata()) for line in free_energy_lines] == [20, 4]
+    for bad in ([], [{"epoch": 1}], ["not a dict"]):
+        with pytest.raises(ValueError, match="history"):
+            plotting.plot_training_curves(bad)
