@@ -143,7 +143,8 @@ class EnergyModel(nn.Module):
     def sample_visible(self, state: HiddenState, generator: torch.Generator | None = None):
         """v ~ P(v | h, z), shape (N, n_visible). Units beyond z are already 0 in ``state.h``."""
         h = state.h if isinstance(state, HiddenState) else self._check_hidden(state)
-        return self._bernoulli(self._mean_visibles(h), generator)
+        with torch.no_grad():
+            return self._bernoulli(self._mean_visibles(h), generator)
 
     def gibbs_step(self, v, generator: torch.Generator | None = None):
         """One block Gibbs step v -> (h, z) -> v'.

@@ -157,7 +157,8 @@ class OrderedRBM(EnergyModel):
         a reverse cumulative sum so that small tail masses keep their precision."""
         probabilities = torch.softmax(log_weights, 1)
         survival = torch.flip(torch.cumsum(torch.flip(probabilities, (1,)), 1), (1,))
-        return survival[:, : self.n_hidden]
+        # Rounding can push a sum of probabilities a hair above 1.
+        return survival[:, : self.n_hidden].clamp_(max=1.0)
 
     # ------------------------------------------------------------------ exact log Z
     def _n_hidden_terms(self) -> int:
