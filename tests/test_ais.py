@@ -1,0 +1,258 @@
+"""AIS against exact log Z on small models of every family (float64, fixed seeds)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch.nn import functional
+
+from irbm import EnergyModel, InfiniteRBM, OrderedRBM, RBM
+from irbm import ais
+from irbm.ais import (base_log_partition, convergence_curve, estimate_log_partition,
+                      log_mean_interval, make_betas)
+
+FAMILIES = ("rbm", "orbm", "irbm")
+N_VISIBLE, N_HIDDEN = 16, 10
+
+
+def make_model(family, n_visible=N_VISIBLE, n_hidden=N_HIDDEN, scale=1.0, seed=0, **options):
+    model = {"rbm": lambda: RBM(n_visible, n_hidden, **options),
+             "orbm": lambda: OrderedRBM(n_visible, n_hidden, **options),
+             "irbm": lambda: InfiniteRBM(n_visible, n_hidden=n_hidden, **options)}[family]()
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in (model.W, model.b, model.c):
+            parameter.copy_(scale * torch.randn(parameter.shape, generator=generator))
+    return model
+
+
+def prototype_data(n_rows=400, n_visible=N_VISIBLE, flip=0.05, seed=1):
+    """Noisy copies of 3 random binary prototypes: a peaked, multi-modal distribution."""
+    generator = torch.Generator().manual_seed(seed)
+    prototypes = (torch.rand(3, n_visible, generator=generator) < 0.5).double()
+    rows = prototypes[torch.randint(3, (n_rows,), generator=generator)]
+    flips = (torch.rand(rows.shape, generator=generator) < flip).double()
+    return (rows + flips) % 2
+
+
+def train_exactly(model, data, steps=150, learning_rate=0.1):
+    """Maximum likelihood with the exact, differentiable log Z (a sum over the 2**n_hidden
+    hidden configurations): a briefly trained, peaked model."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        (model._free_energy(data).mean() + model._log_partition_by_hidden()).backward()
+        optimizer.step()
+    return model
+
+
+def _all_visibles(n_visible):
+    from irbm.models._base import binary_configurations
+    return binary_configurations(n_visible, torch.float64)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # These models are tiny: a second thread only adds synchronization (and stalls badly when
+    # the machine is busy).
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def trained():
+    torch.set_num_threads(1)
+    data = prototype_data()
+    return data, {family: train_exactly(make_model(family, scale=0.01, dtype=torch.float64), data)
+                  for family in FAMILIES}
+
+
+# ---------------------------------------------------------------------- the base distribution
+@pytest.mark.parametrize("family", FAMILIES)
+def test_base_log_partition_matches_closed_form_and_enumeration(family):
+    options = {} if family == "rbm" else {"beta": 1.3}
+    model = make_model(family, n_hidden=6, dtype=torch.float64, **options)
+    with torch.no_grad():
+        model.W.zero_()
+        model.b.zero_()
+    base_bias = torch.linspace(-2.0, 1.5, N_VISIBLE, dtype=torch.float64)
+    visible_part = float(functional.softplus(base_bias).sum())
+    log_r = (1 - 1.3) * math.log(2)
+    z = torch.arange(1, 7, dtype=torch.float64)
+    closed_form = {"rbm": visible_part + 6 * math.log(2),
+                   "orbm": visible_part + float(torch.logsumexp(z * log_r, 0)),
+                   "irbm": visible_part + log_r - math.log(1 - math.exp(log_r))}[family]
+    assert base_log_partition(model, base_bias) == pytest.approx(closed_form, abs=1e-10)
+    with torch.no_grad():
+        model.c.copy_(base_bias)
+    assert model.log_partition_exact() == pytest.approx(closed_form, abs=1e-10)
+
+
+# ---------------------------------------------------------------------- accuracy
+@pytest.mark.parametrize("base", ["model", "data"])
+@pytest.mark.parametrize("kind", ["random", "trained"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_ais_matches_exact_log_partition(family, kind, base, trained):
+    data, models = trained
+    model = make_model(family, dtype=torch.float64, seed=3) if kind == "random" else models[family]
+    exact = model.log_partition_exact()
+    result = estimate_log_partition(model, 300, 10_000, base=base, data=data, seed=11,
+                                    progress=False)
+    assert abs(result.log_z - exact) < 0.1
+    assert result.log_z_low <= exact <= result.log_z_high
+    assert result.log_weights.dtype == torch.float64 and result.log_weights.shape == (300,)
+    assert result.samples.shape == (300, N_VISIBLE) and result.n_betas == 10_000
+
+
+def test_float32_model_and_hook_only_family():
+    """A float32 model (float64 accumulation) and a family reached only through the abstract
+    hooks both estimate the exact log Z."""
+    model = make_model("rbm", scale=0.7, seed=5)
+    exact = model.log_partition_exact()
+    result = estimate_log_partition(model, 200, 3000, seed=2, progress=False)
+    assert result.log_weights.dtype == torch.float64 and abs(result.log_z - exact) < 0.05
+    promoted = estimate_log_partition(model, 200, 3000, seed=2, progress=False, device="cpu",
+                                      dtype=torch.float64)
+    assert promoted.samples.dtype == torch.float64 and model.W.dtype == torch.float32
+    assert abs(promoted.log_z - exact) < 0.05 and promoted.log_z != result.log_z
+
+    class HookOnly(EnergyModel):  # an RBM that AIS cannot recognize as one
+        _free_energy_from = RBM._free_energy_from
+        _sample_hidden_from = RBM._sample_hidden_from
+
+    hook_only = HookOnly(N_VISIBLE, N_HIDDEN, dtype=torch.float64)
+    hook_only.load_state_dict(model.state_dict())
+    result = estimate_log_partition(hook_only, 200, 3000, seed=2, progress=False)
+    assert abs(result.log_z - exact) < 0.05 and result.log_z_low <= exact <= result.log_z_high
+
+
+# ---------------------------------------------------------------- one step: importance sampling
+@pytest.mark.parametrize("base", ["model", "data"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_single_step_is_unbiased_importance_sampling(family, base):
+    """With betas = (0, 1), w = Z_0 p*(v) / p*_0(v) with v ~ p_0 exactly: E[Z-hat / Z] = 1.
+
+    The exact variance of w / Z, sum_v p(v)^2 / p_0(v) - 1, sets the tolerance (5 sigma of the
+    mean over every chain of every seed)."""
+    model = make_model(family, n_visible=10, n_hidden=5, scale=0.5, seed=7, dtype=torch.float64)
+    exact = model.log_partition_exact()
+    visibles = torch.cat(list(_all_visibles(10)))
+    log_p = -model._free_energy(visibles).detach() - exact
+    generator = torch.Generator().manual_seed(0)
+    data = visibles[torch.multinomial(log_p.exp(), 300, True, generator=generator)]
+    base_bias = model.c.detach() if base == "model" else ais.data_base_rate(data, model)
+    log_p0 = visibles @ base_bias - functional.softplus(base_bias).sum()
+    variance = float(torch.exp(2 * log_p - log_p0).sum()) - 1.0
+    n_seeds, n_chains = 150, 20
+    ratios = [math.exp(estimate_log_partition(model, n_chains, 2, base=base, data=data, seed=seed,
+                                              progress=False).log_z - exact)
+              for seed in range(n_seeds)]
+    tolerance = 5 * math.sqrt(variance / (n_seeds * n_chains))
+    assert 0.005 < tolerance < 0.15  # the check is informative, and the weights not degenerate
+    assert abs(np.mean(ratios) - 1.0) < tolerance
+
+
+# ---------------------------------------------------------------------- statistics
+def test_log_mean_interval_matches_direct_computation_and_is_shift_invariant():
+    log_weights = torch.tensor([0.1, -0.3, 0.5, 0.0, -1.2, 0.7], dtype=torch.float64)
+    weights = log_weights.exp().numpy()
+    sigma = weights.std(ddof=1) / math.sqrt(len(weights))
+    expected = [math.log(weights.mean()), math.log(weights.mean() - 3 * sigma),
+                math.log(weights.mean() + 3 * sigma)]
+    assert log_mean_interval(log_weights) == pytest.approx(expected, abs=1e-12)
+    shifted = log_mean_interval(log_weights + 5000.0)
+    assert shifted == pytest.approx([value + 5000.0 for value in expected], abs=1e-9)
+
+
+def test_dominated_weights_give_infinite_lower_bound():
+    log_weights = torch.tensor([0.0] + [-100.0] * 9, dtype=torch.float64)
+    log_z, low, high = log_mean_interval(log_weights)
+    assert log_z == pytest.approx(-math.log(10)) and low == -math.inf and high > log_z
+
+
+def test_convergence_curve_uses_chain_prefixes():
+    log_weights = torch.randn(500, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    counts, log_z, low, high = convergence_curve(log_weights, 30)
+    assert counts[0] == 2 and counts[-1] == 500 and (np.diff(counts) > 0).all()
+    assert len(counts) == len(log_z) == len(low) == len(high) <= 30
+    assert (low <= log_z).all() and (log_z <= high).all()
+    for index in (0, len(counts) // 2, -1):
+        assert (log_z[index], low[index], high[index]) == pytest.approx(
+            log_mean_interval(log_weights[: counts[index]]))
+
+
+# ---------------------------------------------------------------------- resume, reproducibility
+def test_resume_gives_the_same_log_weights(tmp_path, monkeypatch):
+    model = make_model("irbm", scale=0.5, dtype=torch.float64)
+    options = dict(n_chains=40, n_betas=50, seed=3, chain_batch_size=10, progress=False)
+    uninterrupted = estimate_log_partition(model, **options)
+    path = tmp_path / "ais.npz"
+    original, calls = ais.run_chains, []
+
+    def interrupted_after_two(*args, **kwargs):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(ais, "run_chains", interrupted_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        estimate_log_partition(model, checkpoint_path=path, **options)
+    with np.load(path) as saved:
+        assert saved["batch_sizes"].tolist() == [10, 10]
+    calls.clear()
+    resumed = estimate_log_partition(model, checkpoint_path=path, **options)
+    assert len(calls) == 2  # only the two missing batches ran
+    assert torch.equal(resumed.log_weights, uninterrupted.log_weights)
+    assert torch.equal(resumed.samples, uninterrupted.samples)
+    assert resumed.log_z == uninterrupted.log_z
+    with pytest.raises(ValueError, match="another configuration"):
+        estimate_log_partition(model, checkpoint_path=path, **{**options, "seed": 4})
+    with torch.no_grad():
+        model.W[0, 0] += 1e-9
+    with pytest.raises(ValueError, match="another configuration"):
+        estimate_log_partition(model, checkpoint_path=path, **options)
+    with pytest.raises(ValueError, match="seed"):
+        estimate_log_partition(model, checkpoint_path=path, **{**options, "seed": None})
+
+
+def test_seed_and_generator_reproduce():
+    model = make_model("orbm", scale=0.5, dtype=torch.float64)
+    first = estimate_log_partition(model, 8, 20, seed=5, progress=False)
+    second = estimate_log_partition(model, 8, 20, seed=5, progress=False)
+    assert torch.equal(first.log_weights, second.log_weights)
+    by_generator = [estimate_log_partition(model, 8, 20, progress=False,
+                                           generator=torch.Generator().manual_seed(9))
+                    for _ in range(2)]
+    assert torch.equal(by_generator[0].log_weights, by_generator[1].log_weights)
+    assert not torch.equal(first.log_weights, by_generator[0].log_weights)
+
+
+# ---------------------------------------------------------------------- validation
+@pytest.mark.parametrize("betas", [[0.5, 1.0], [0.0, 0.9], [0.0, 0.5, 0.5, 1.0],
+                                   [0.0, 0.7, 0.3, 1.0], [0.0, float("nan"), 1.0], [0.0],
+                                   [[0.0, 1.0]], [1.0, 0.0]])
+def test_bad_schedules_raise(betas):
+    with pytest.raises(ValueError):
+        make_betas(betas=betas)
+    with pytest.raises(ValueError):
+        estimate_log_partition(make_model("rbm"), 4, betas=betas, seed=0, progress=False)
+
+
+@pytest.mark.parametrize("arguments", [dict(n_betas=1), dict(n_betas=2.5), dict(n_betas=True),
+                                       dict(n_betas=10, betas=[0.0, 1.0]),
+                                       dict(n_chains=0), dict(base="data"), dict(base="nope"),
+                                       dict(base=torch.zeros(3)),
+                                       dict(seed=1, generator=torch.Generator()),
+                                       dict(chain_batch_size=0)])
+def test_bad_arguments_raise(arguments):
+    arguments = {"n_chains": 4, **arguments}
+    with pytest.raises(ValueError):
+        estimate_log_partition(make_model("rbm"), progress=False, **arguments)
+
+
+def test_default_schedule_is_the_authors():
+    betas = make_betas()
+    assert len(betas) == 14_500 and betas[0] == 0.0 and betas[-1] == 1.0
+    assert (np.diff(betas) > 0).all()
+    assert ((betas >= 0.5) & (betas < 0.9)).sum() == 4000 and (betas >= 0.9).sum() == 10_000
