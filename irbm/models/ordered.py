@@ -86,9 +86,13 @@ class OrderedRBM(EnergyModel):
 
     def _log_z_weights_from(self, visible_term, preactivation, hidden_bias):
         """-F(v, z) from its parts: v^T c (N,), W v + b (N, K) and b (K,). AIS passes scaled
-        parts to evaluate intermediate distributions without another matrix product."""
+        parts to evaluate intermediate distributions without another matrix product. With
+        ``visible_term=None`` the v^T c shift, common to all z, is left out (enough to draw z)."""
         gains = functional.softplus(preactivation) - self.beta * functional.softplus(hidden_bias)
-        return self._append_tail(visible_term.unsqueeze(1) + torch.cumsum(gains, 1))
+        columns = torch.cumsum(gains, 1)
+        if visible_term is not None:
+            columns = columns + visible_term.unsqueeze(1)
+        return self._append_tail(columns)
 
     def _append_tail(self, columns):
         return columns
@@ -116,7 +120,8 @@ class OrderedRBM(EnergyModel):
     @staticmethod
     def _sample_categorical(log_weights, generator) -> torch.Tensor:
         """Index (1-based) drawn from softmax(log_weights) per row, by inverting the CDF."""
-        cdf = torch.cumsum(torch.softmax(log_weights, 1), 1)
+        # Unnormalized: the comparison below scales the uniform by the total instead.
+        cdf = torch.cumsum(log_weights.sub(log_weights.amax(1, keepdim=True)).exp_(), 1)
         uniform = torch.rand((log_weights.shape[0], 1), generator=generator,
                              dtype=cdf.dtype, device=cdf.device)
         # Scaling by the last entry absorbs rounding error so the top category stays reachable.
@@ -130,11 +135,10 @@ class OrderedRBM(EnergyModel):
         """(h, z) given W v + b (N, K) and b (K,); v^T c only shifts every z alike, so it is
         not needed to draw z."""
         if z is None:
-            zero = preactivation.new_zeros(preactivation.shape[0])
             z = self._sample_categorical(
-                self._log_z_weights_from(zero, preactivation, hidden_bias), generator)
+                self._log_z_weights_from(None, preactivation, hidden_bias), generator)
         h = self._bernoulli(torch.sigmoid(preactivation), generator)
-        return HiddenState(h * self._selection_mask(z).to(h.dtype), z)
+        return HiddenState(h.mul_(self._selection_mask(z)), z)
 
     def sample_hidden(self, v, generator=None, *, z=None) -> HiddenState:
         """(h, z) ~ P(h, z | v): z from P(z | v) (or the given z), then h_i ~ sigmoid(W_i. v + b_i)
