@@ -20,6 +20,10 @@ TRAIN_DEFAULTS = {
     "eval_every": 0, "eval_chains": 100, "eval_betas": 1000, "seed": 1234, "dtype": "float32",
     "train_size": None, "valid_size": None, "test_size": None,
 }
+# What a config file may hold for each key (TOML values are typed; these are checked).
+_CONFIG_TYPES = {**{key: int for key in TRAIN_DEFAULTS}, "beta": float, "lr": float, "l1": float,
+                 "l2": float, "pcd": bool, "optimizer": str, "dtype": str}
+_CONFIG_CHOICES = {"optimizer": ("adagrad", "sgd"), "dtype": ("float32", "float64")}
 MODEL_KEYS = ("n_hidden", "beta", "max_hidden", "dtype")
 TRAINING_KEYS = ("batch_size", "lr", "optimizer", "l1", "l2", "cd_k", "pcd", "seed")
 DATA_KEYS = ("train_size", "valid_size", "test_size")
@@ -124,6 +128,7 @@ def main(argv=None) -> int:
     from . import commands
     handler = getattr(commands, f"run_{args.command}")
     try:
+        commands.check_device(getattr(args, "device", None))
         handler(args)
     except KeyboardInterrupt:
         print("irbm: interrupted; the last checkpoint is intact", file=sys.stderr)
@@ -142,10 +147,22 @@ def read_config_file(path) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"config file not found: {path}")
     with open(path, "rb") as stream:
-        values = tomllib.load(stream)
+        try:
+            values = tomllib.load(stream)
+        except tomllib.TOMLDecodeError as error:
+            raise ValueError(f"config file {path} is not valid TOML: {error}") from None
     unknown = set(values) - set(TRAIN_DEFAULTS)
     if unknown:
         raise ValueError(f"unknown keys in {path}: {', '.join(sorted(unknown))}")
+    for key, value in values.items():
+        expected = _CONFIG_TYPES[key]
+        ok = (isinstance(value, (int, float)) if expected is float else isinstance(value, expected))
+        if not ok or (isinstance(value, bool) and expected is not bool):
+            raise ValueError(f"{path}: {key} must be {expected.__name__}, got {value!r}")
+        if value not in _CONFIG_CHOICES.get(key, (value,)):
+            raise ValueError(f"{path}: {key} must be one of {_CONFIG_CHOICES[key]}, "
+                             f"got {value!r}")
+        values[key] = float(value) if expected is float else value
     return values
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -11,9 +12,28 @@ import torch
 from . import checkpoint as ckpt
 from . import runs
 from .cli import DATA_KEYS, MODEL_KEYS, TRAIN_DEFAULTS, TRAINING_KEYS, read_config_file
-from .datasets import load_dataset
+from .datasets import ALIASES, LOADERS, load_dataset
 from .models import build_model
 from .training import CheckpointEvery, Trainer
+
+
+def check_device(device):
+    """Refuse a device torch does not know or cannot use here (e.g. cuda without a GPU)."""
+    if device is None:
+        return
+    try:
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError) as error:
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(f"device {device!r} is not usable here: {message}") from None
+
+
+def _dataset_key(name) -> str:
+    """A dataset name as given, or a file's absolute path (so the run works from any directory)."""
+    key = str(name).strip().lower()
+    if ALIASES.get(key, key) in LOADERS:
+        return str(name)
+    return str(Path(name).expanduser().resolve())
 
 
 def _dataset_from_record(record: dict, data_dir=None):
@@ -31,30 +51,50 @@ def _train_settings(args, recorded: dict | None) -> tuple[dict, dict]:
     settings = {**TRAIN_DEFAULTS, **(recorded or {}), **given}
     if settings["n_hidden"] is None:
         settings["n_hidden"] = 1 if args.family == "irbm" else 500
+    if settings["epochs"] < 0:
+        raise ValueError(f"epochs must be >= 0, got {settings['epochs']}")
+    for key in DATA_KEYS:
+        if settings[key] is not None and settings[key] < 1:
+            raise ValueError(f"{key} must be >= 1, got {settings[key]}")
     return settings, given
 
 
 def run_train(args):
-    out = runs.check_writable(args.out)
+    # Nothing is written (not even the directory) until the settings and the data are checked.
+    out = Path(args.out)
     config_path = out / runs.CONFIG_FILE
     resuming = runs.is_run(out)
     recorded = runs.read_json(config_path) if resuming else None
+    dataset_key = _dataset_key(args.dataset)
     if resuming:
-        if recorded["family"] != args.family or recorded["dataset"] != args.dataset:
-            if not args.force:
-                raise ValueError(f"{out} holds a {recorded['family']} run on "
-                                 f"{recorded['dataset']}; refusing to resume it as "
-                                 f"{args.family} on {args.dataset} (use --force or a new --out)")
+        if recorded["family"] != args.family:
+            raise ValueError(f"{out} holds a {recorded['family']} run; it cannot be resumed as "
+                             f"a {args.family} (use a new --out)")
+        if recorded["dataset"] != dataset_key and not args.force:
+            raise ValueError(f"{out} holds a run on {recorded['dataset']}; refusing to resume "
+                             f"it on {args.dataset} (use --force or a new --out)")
     settings, given = _train_settings(args, recorded and recorded["settings"])
     if resuming:
         changed = {k: (recorded["settings"].get(k), v) for k, v in given.items()
                    if k != "epochs" and recorded["settings"].get(k) != v}
+        built = [k for k in changed if k in MODEL_KEYS]
+        if built:  # the checkpoint's model is resumed as it is: --force cannot change these
+            raise ValueError(f"{out} holds a model already built with {', '.join(built)} "
+                             f"{', '.join(str(changed[k][0]) for k in built)}; it cannot be "
+                             f"changed on resume (use a new --out)")
         if changed and not args.force:
             details = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in changed.items())
             raise ValueError(f"refusing to resume {out} with different hyper-parameters "
                              f"({details}); pass --force to override")
     dataset = load_dataset(args.dataset, data_dir=args.data_dir).subset(
         *(settings[k] for k in DATA_KEYS))
+    if resuming and math.prod(recorded["image_shape"]) != dataset.n_visible:
+        raise ValueError(f"{args.dataset} has {dataset.n_visible} values per row; the model in "
+                         f"{out} has {math.prod(recorded['image_shape'])} visible units")
+    record = {"family": args.family, "dataset": dataset_key, "dataset_name": dataset.name,
+              "image_shape": list(dataset.image_shape), "pixel_order": dataset.pixel_order,
+              "data": {"name": dataset_key, **{k: settings[k] for k in DATA_KEYS}},
+              "settings": settings}
     train = torch.as_tensor(dataset.train)
     valid = torch.as_tensor(dataset.valid) if len(dataset.valid) else None
     echo = None if args.quiet else print
@@ -63,7 +103,8 @@ def run_train(args):
     if resuming:
         trainer = Trainer.from_checkpoint(out, device=args.device, progress=False,
                                           force=args.force, **training)
-        print(f"resuming {out} at epoch {trainer.epoch} ({trainer.model.n_hidden} hidden units)")
+        message = (f"resuming {out} at epoch {trainer.epoch} "
+                   f"({trainer.model.n_hidden} hidden units)")
     else:
         dtype = getattr(torch, settings["dtype"])
         model_config = {"family": args.family, "n_visible": dataset.n_visible,
@@ -76,14 +117,11 @@ def run_train(args):
         model.reset_parameters(torch.Generator().manual_seed(settings["seed"]),
                                0.0 if args.family == "irbm" else 0.01)
         trainer = Trainer(model, device=args.device, progress=False, **training)
-        runs.write_json(config_path, {"family": args.family, "dataset": args.dataset,
-                                      "dataset_name": dataset.name,
-                                      "image_shape": list(dataset.image_shape),
-                                      "pixel_order": dataset.pixel_order,
-                                      "data": {"name": args.dataset,
-                                               **{k: settings[k] for k in DATA_KEYS}},
-                                      "settings": settings})
-        print(f"training a {args.family} on {dataset!r} into {out}")
+        message = f"training a {args.family} on {dataset!r} into {out}"
+    out = runs.check_writable(out)
+    # On resume too: the next resume compares with what this run uses (epochs, forced changes).
+    runs.write_json(config_path, record)
+    print(message)
     callbacks = [CheckpointEvery(out), runs.HistoryWriter(out, settings["epochs"], echo)]
     if settings["eval_every"] and valid is not None:
         callbacks.insert(0, runs.ValidateWithAIS(out, valid, settings["eval_every"],
@@ -97,6 +135,8 @@ def run_train(args):
 
 # ---------------------------------------------------------------------------- evaluate
 def _run_dataset(run_dir, data_dir=None):
+    if not Path(run_dir).is_dir():
+        raise FileNotFoundError(f"run directory not found: {run_dir}")
     config = runs.read_json(Path(run_dir) / runs.CONFIG_FILE)
     return config, _dataset_from_record(config["data"], data_dir)
 

@@ -20,6 +20,9 @@ def _number(value, digits=2) -> str:
 def run_row(run_dir) -> dict:
     """One evaluated run as table cells (raises if `irbm evaluate` has not been run)."""
     run_dir = Path(run_dir)
+    if not (run_dir / runs.EVALUATION_FILE).exists():
+        raise FileNotFoundError(f"{run_dir} has no {runs.EVALUATION_FILE}: run "
+                                f"`irbm evaluate {run_dir}` first")
     record = runs.read_json(run_dir / runs.EVALUATION_FILE)
     split = "test" if "test" in record["nll"] else next(iter(record["nll"]), None)
     nll = record["nll"].get(split) if split else None

@@ -1,0 +1,115 @@
+"""Helpers of tests/test_cli.py: run the CLI in-process, snapshot directories, read PNGs and
+the report's Markdown table."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from matplotlib.image import imread
+
+from irbm.cli import main
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+def run_cli(*args) -> Result:
+    """``irbm ARGS`` in this process: exit code (argparse's SystemExit included), stdout, stderr.
+
+    An exception escaping `main` is not caught: it is a traceback the user would see, so the
+    test fails. IRBM_DEBUG (which re-raises errors) is unset for the call.
+    """
+    out, err = io.StringIO(), io.StringIO()
+    debug = os.environ.pop("IRBM_DEBUG", None)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else 1
+    finally:
+        if debug is not None:
+            os.environ["IRBM_DEBUG"] = debug
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+def assert_ok(result: Result):
+    assert result.code == 0, f"exit {result.code}\nstdout:\n{result.out}\nstderr:\n{result.err}"
+
+
+def assert_clean_error(result: Result, *fragments: str) -> str:
+    """Exit code 2 and exactly one line on stderr, 'irbm: error: ...', holding ``fragments``."""
+    assert "Traceback" not in result.out + result.err
+    assert result.code == 2, f"exit {result.code}\nstdout:\n{result.out}\nstderr:\n{result.err}"
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got:\n{result.err}"
+    assert lines[0].startswith("irbm: error: "), lines[0]
+    for fragment in fragments:
+        assert fragment in lines[0], f"{fragment!r} not in {lines[0]!r}"
+    return lines[0]
+
+
+def snapshot(directory) -> dict:
+    """Every entry under ``directory`` (hidden ones too) with, for files, the sha256 of the
+    content, the mtime and the mode: equal snapshots mean nothing was written, created or
+    removed."""
+    directory = Path(directory)
+    if not directory.exists():
+        return {}
+    entries = {}
+    for path in sorted(directory.rglob("*")):
+        stat = path.stat()
+        key = str(path.relative_to(directory))
+        if path.is_dir():
+            entries[key] = "dir"
+        else:
+            entries[key] = (hashlib.sha256(path.read_bytes()).hexdigest(), stat.st_mtime_ns,
+                            stat.st_mode)
+    return entries
+
+
+def png_stats(path_or_bytes) -> dict:
+    """Gray-level statistics of a PNG (a path or its bytes).
+
+    std: of the gray levels; dark: fraction below 0.5; mid: fraction in (0.15, 0.85) (shades,
+    as in pictures of probabilities or filters); colored: fraction of saturated pixels (a
+    plotted curve; axes, ticks and text are gray).
+    """
+    source = io.BytesIO(path_or_bytes) if isinstance(path_or_bytes, bytes) else path_or_bytes
+    pixels = imread(source, format="png")
+    rgb = pixels[..., :3] if pixels.ndim == 3 else np.repeat(pixels[..., None], 3, -1)
+    gray = rgb.mean(-1)
+    return {"height": gray.shape[0], "width": gray.shape[1], "std": float(gray.std()),
+            "dark": float((gray < 0.5).mean()),
+            "mid": float(((gray > 0.15) & (gray < 0.85)).mean()),
+            "colored": float((rgb.max(-1) - rgb.min(-1) > 0.2).mean())}
+
+
+def parse_markdown_table(text: str) -> list[dict]:
+    """The rows of the first Markdown table in ``text``, as {header: cell}."""
+    lines = [line.strip() for line in text.splitlines() if line.strip().startswith("|")]
+    assert len(lines) >= 2, f"no table in:\n{text}"
+
+    def cells(line):
+        return [cell.strip() for cell in line.strip("|").split("|")]
+
+    header = cells(lines[0])
+    assert re.fullmatch(r"\|(\s*:?-+:?\s*\|)+", lines[1]), lines[1]
+    rows = [dict(zip(header, cells(line), strict=True)) for line in lines[2:]]
+    return rows
+
+
+def numbers(cell: str) -> list[float]:
+    """The numbers in a table cell, in order ('inf' and 'nan' included)."""
+    return [float(x) for x in re.findall(r"-?inf|nan|-?\d+(?:\.\d+)?", cell)]

@@ -1,0 +1,792 @@
+"""End-to-end tests of the `irbm` command line on small real data in temporary directories.
+
+Train, resume, evaluate, sample, plot and report on subsets of ../shared/data (MNIST and
+CalTech101 Silhouettes) and on the embedded digits; the errors a user meets (unknown dataset,
+missing or corrupt files, wrong shapes or values, missing runs, corrupt checkpoints, unwritable
+directories, bad config files) give one line on stderr and exit code 2, without a traceback and
+without touching what was there; every subcommand has --help; the demo runs end to end.
+
+The CLI runs in-process (`irbm.cli.main`) for speed; one test runs it as a subprocess.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import irbm
+from _cli_helpers import (assert_clean_error, assert_ok, numbers, parse_markdown_table,
+                          png_stats, run_cli, snapshot)
+from irbm.ais import estimate_log_partition
+from irbm.checkpoint import read_checkpoint
+from irbm.datasets import load_dataset
+from irbm.evaluate import nll
+
+SMALL = ["--train-size", 300, "--valid-size", 100, "--test-size", 100]
+TINY_TRAIN = ["--n-hidden", 16, "--epochs", 2, "--cd-k", 1, "--quiet", *SMALL]
+IRBM_EVAL = ["--eval-every", 1, "--eval-chains", 20, "--eval-betas", 50]
+EVALUATE = ["--chains", 20, "--betas", 100]
+SAMPLE = ["--n", 8, "--steps", 50]
+
+# The runs shared by the evaluate / sample / plot / report tests: (family, dataset, options).
+RUNS = {
+    "mnist-irbm": ("irbm", "mnist", IRBM_EVAL),
+    "caltech101-orbm": ("orbm", "caltech101", []),
+    "digits-rbm": ("rbm", "digits", []),
+}
+N_VISIBLE = {"mnist": 784, "caltech101": 784, "digits": 64}
+FIGURES = {
+    "rbm": {"filters", "samples", "training_curves", "ais_convergence"},
+    "orbm": {"filters", "samples", "training_curves", "ais_convergence", "p_z_given_v",
+             "top_inputs_by_z"},
+    "irbm": {"filters", "samples", "training_curves", "ais_convergence", "p_z_given_v",
+             "top_inputs_by_z", "hidden_size"},
+}
+CURVES = {"training_curves", "ais_convergence", "hidden_size"}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # These models are tiny: a second intra-op thread gains nothing, and on a 2-core machine
+    # busy with other processes, waiting for it made `irbm demo --quick` take 15-140 s instead
+    # of 4 s (every small matrix product waited a scheduler time slice for the other thread).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def data_dir_for(request, dataset):
+    """--data-dir options for a dataset: ../shared/data for the paper's (skip when absent)."""
+    if dataset in ("mnist", "caltech101"):
+        return ["--data-dir", request.getfixturevalue("shared_data_dir")]
+    return []
+
+
+def train_args(family, dataset, out, data_options, *extra):
+    return ["train", family, dataset, "--out", out, *TINY_TRAIN, *data_options, *extra]
+
+
+def model_tensors(path):
+    model = irbm.load(path)
+    return model, {name: getattr(model, name).detach().clone() for name in ("W", "b", "c")}
+
+
+def assert_same_parameters(path_a, path_b):
+    model_a, a = model_tensors(path_a)
+    model_b, b = model_tensors(path_b)
+    assert model_a.family == model_b.family and model_a.n_hidden == model_b.n_hidden
+    for name in a:
+        assert torch.equal(a[name], b[name]), f"{name} differs between {path_a} and {path_b}"
+
+
+def assert_non_trivial_png(path, name=None):
+    """The PNG opens and shows something: shades, not one flat color; curves drawn in color."""
+    stats = png_stats(path)
+    name = name or Path(path).stem
+    assert stats["height"] > 100 and stats["width"] > 100, stats
+    assert stats["std"] > 0.05, f"{path} looks blank: {stats}"
+    assert stats["dark"] > 0.01, f"{path} has almost nothing drawn: {stats}"
+    if name in CURVES:
+        assert stats["colored"] > 0.002, f"{path} shows no plotted curve: {stats}"
+    if name in ("filters", "samples"):
+        assert stats["mid"] > 0.05, f"{path} shows no shades (filters/probabilities): {stats}"
+
+
+# ---------------------------------------------------------------------------- shared runs
+class Pipeline:
+    """Runs trained, evaluated, sampled and plotted once per module, on demand."""
+
+    def __init__(self, root: Path):
+        self.root, self.done, self.outputs, self.failed = root, {}, {}, {}
+
+    def get(self, key, data_options) -> Path:
+        if key in self.failed:
+            pytest.fail(f"building the run {key} failed in an earlier test: {self.failed[key]}")
+        if key not in self.done:
+            self.failed[key] = "interrupted"
+            family, dataset, options = RUNS[key]
+            run_dir = self.root / key
+            steps = {
+                "train": train_args(family, dataset, run_dir, data_options, *options),
+                "evaluate": ["evaluate", run_dir, *EVALUATE, *data_options],
+                "sample": ["sample", run_dir, *SAMPLE, *data_options],
+                "plot": ["plot", run_dir, *data_options],
+            }
+            for step, args in steps.items():
+                result = self.outputs[key, step] = run_cli(*args)
+                self.failed[key] = f"`irbm {step}` exited with {result.code}: {result.err}"
+                assert_ok(result)
+            del self.failed[key]
+            self.done[key] = run_dir
+        return self.done[key]
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    return Pipeline(tmp_path_factory.mktemp("runs"))
+
+
+def pipeline_run(request, pipeline, key):
+    return pipeline.get(key, data_dir_for(request, RUNS[key][1]))
+
+
+# ---------------------------------------------------------------------------- train
+@pytest.mark.parametrize("key", list(RUNS))
+def test_train_writes_a_run_directory(request, pipeline, key):
+    family, dataset, _ = RUNS[key]
+    run_dir = pipeline_run(request, pipeline, key)
+    train_output = pipeline.outputs[key, "train"].out
+    assert f"training a {family}" in train_output and "done: epoch 2" in train_output
+
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["family"] == family and config["dataset"] == dataset
+    assert config["settings"]["n_hidden"] == 16 and config["settings"]["cd_k"] == 1
+    assert config["data"] == {"name": dataset, "train_size": 300, "valid_size": 100,
+                              "test_size": 100}
+    history = json.loads((run_dir / "history.json").read_text())["history"]
+    assert [h["epoch"] for h in history] == [1, 2]
+    assert all(math.isfinite(h["train_free_energy"]) for h in history)
+
+    model = irbm.load(run_dir / "model.safetensors")
+    assert model.family == family and model.n_visible == N_VISIBLE[dataset]
+    _, metadata = read_checkpoint(run_dir / "checkpoint.safetensors")
+    assert metadata["epoch"] == 2 and metadata["training"]["cd_k"] == 1
+    if family == "irbm":  # --eval-every 1: AIS on the validation set after each epoch
+        validation = json.loads((run_dir / "validation.json").read_text())
+        assert [v["epoch"] for v in validation] == [1, 2]
+        assert all(math.isfinite(v["valid_nll"]) for v in validation)
+        assert (run_dir / "best.safetensors").is_file()
+        assert history[-1]["n_hidden"] == model.n_hidden > 16  # grew from 16 units
+    else:
+        assert not (run_dir / "best.safetensors").exists()
+        assert model.n_hidden == 16
+
+
+# ---------------------------------------------------------------------------- resume
+@pytest.mark.parametrize("family,dataset,options", [
+    ("irbm", "mnist", IRBM_EVAL), ("orbm", "caltech101", []), ("rbm", "digits", [])])
+def test_resume_continues_and_equals_an_uninterrupted_run(request, tmp_path, family, dataset,
+                                                          options):
+    data_options = data_dir_for(request, dataset)
+    resumed, straight = tmp_path / "resumed", tmp_path / "straight"
+    assert_ok(run_cli(*train_args(family, dataset, resumed, data_options, *options)))
+    result = run_cli(*train_args(family, dataset, resumed, data_options, *options,
+                                 "--epochs", 4))
+    assert_ok(result)
+    assert f"resuming {resumed} at epoch 2" in result.out and "done: epoch 4" in result.out
+    assert_ok(run_cli(*train_args(family, dataset, straight, data_options, *options,
+                                  "--epochs", 4)))
+
+    history = json.loads((resumed / "history.json").read_text())
+    assert [h["epoch"] for h in history["history"]] == [1, 2, 3, 4]
+    reference = json.loads((straight / "history.json").read_text())
+    without_time = [{k: v for k, v in h.items() if k != "seconds"} for h in history["history"]]
+    assert without_time == [{k: v for k, v in h.items() if k != "seconds"}
+                            for h in reference["history"]]
+    assert history["size_history"] == reference["size_history"]
+    for name in ("model.safetensors", "checkpoint.safetensors"):
+        assert_same_parameters(resumed / name, straight / name)
+    _, metadata = read_checkpoint(resumed / "checkpoint.safetensors")
+    assert metadata["epoch"] == 4
+    if family == "irbm":
+        assert_same_parameters(resumed / "best.safetensors", straight / "best.safetensors")
+        validation = json.loads((resumed / "validation.json").read_text())
+        assert [v["epoch"] for v in validation] == [1, 2, 3, 4]
+        assert validation == json.loads((straight / "validation.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def base_run(tmp_path_factory, shared_data_dir):
+    """An iRBM trained 1 epoch on MNIST, copied by the tests that must not change it."""
+    run_dir = tmp_path_factory.mktemp("base") / "run"
+    assert_ok(run_cli("train", "irbm", "mnist", "--out", run_dir, "--data-dir", shared_data_dir,
+                      *TINY_TRAIN, "--epochs", 1))
+    return run_dir
+
+
+def copy_run(run_dir, tmp_path) -> Path:
+    copy = tmp_path / run_dir.name
+    shutil.copytree(run_dir, copy)  # copy2: contents, modes and mtimes
+    return copy
+
+
+@pytest.mark.parametrize("change,expected", [
+    (["--lr", 0.1], "lr: 0.03 -> 0.1"),
+    (["--cd-k", 2], "cd_k: 1 -> 2"),
+    (["--batch-size", 32], "batch_size: 64 -> 32"),
+    (["--no-pcd"], "pcd: True -> False"),
+    (["--seed", 7], "seed: 1234 -> 7"),
+    (["--train-size", 200], "train_size: 300 -> 200"),
+])
+def test_resume_with_changed_hyperparameter_is_refused(base_run, shared_data_dir, tmp_path,
+                                                       change, expected):
+    run_dir = copy_run(base_run, tmp_path)
+    before = snapshot(run_dir)
+    result = run_cli("train", "irbm", "mnist", "--out", run_dir, "--data-dir", shared_data_dir,
+                     *TINY_TRAIN, "--epochs", 2, *change)
+    assert_clean_error(result, expected, "--force")
+    assert snapshot(run_dir) == before
+
+
+@pytest.mark.parametrize("family,dataset,expected", [
+    ("orbm", "mnist", "holds a irbm run"),
+    ("irbm", "caltech101", "refusing to resume it on caltech101"),
+])
+def test_resume_as_another_model_or_dataset_is_refused(base_run, shared_data_dir, tmp_path,
+                                                       family, dataset, expected):
+    run_dir = copy_run(base_run, tmp_path)
+    before = snapshot(run_dir)
+    result = run_cli("train", family, dataset, "--out", run_dir, "--data-dir", shared_data_dir,
+                     *TINY_TRAIN, "--epochs", 2)
+    assert_clean_error(result, expected)
+    assert snapshot(run_dir) == before
+
+
+@pytest.mark.parametrize("change,expected", [
+    (["--beta", 1.5], "built with beta 1.01"), (["--n-hidden", 8], "built with n_hidden 16"),
+    (["--dtype", "float64"], "built with dtype float32")])
+def test_resume_cannot_change_the_built_model_even_with_force(base_run, shared_data_dir,
+                                                              tmp_path, change, expected):
+    run_dir = copy_run(base_run, tmp_path)
+    before = snapshot(run_dir)
+    result = run_cli("train", "irbm", "mnist", "--out", run_dir, "--data-dir", shared_data_dir,
+                     *TINY_TRAIN, "--epochs", 2, "--force", *change)
+    assert_clean_error(result, expected, "new --out")
+    assert snapshot(run_dir) == before
+
+
+def test_resume_with_force_accepts_the_change_and_records_it(base_run, shared_data_dir,
+                                                             tmp_path):
+    run_dir = copy_run(base_run, tmp_path)
+    data = ["--data-dir", shared_data_dir]
+    result = run_cli("train", "irbm", "mnist", "--out", run_dir, *data, *TINY_TRAIN,
+                     "--epochs", 2, "--lr", 0.1, "--force")
+    assert_ok(result)
+    assert "resuming" in result.out and "done: epoch 2" in result.out
+    _, metadata = read_checkpoint(run_dir / "checkpoint.safetensors")
+    assert metadata["training"]["lr"] == 0.1 and metadata["epoch"] == 2
+    assert json.loads((run_dir / "config.json").read_text())["settings"]["lr"] == 0.1
+    # The next resume continues with the forced value, without --force or --lr.
+    assert_ok(run_cli("train", "irbm", "mnist", "--out", run_dir, *data, "--epochs", 3,
+                      "--quiet"))
+    history = json.loads((run_dir / "history.json").read_text())["history"]
+    assert [h["epoch"] for h in history] == [1, 2, 3]
+    # ... and going back to the old value is a change again.
+    assert_clean_error(run_cli("train", "irbm", "mnist", "--out", run_dir, *data,
+                               "--epochs", 4, "--lr", 0.03), "lr: 0.1 -> 0.03")
+
+
+# ---------------------------------------------------------------------------- evaluate
+@pytest.mark.parametrize("key", list(RUNS))
+def test_evaluate_writes_finite_log_z_and_nll_per_split(request, pipeline, key):
+    family, dataset, _ = RUNS[key]
+    run_dir = pipeline_run(request, pipeline, key)
+    record = json.loads((run_dir / "evaluation.json").read_text())
+    assert record["family"] == family and record["dataset"] == dataset
+    assert record["n_chains"] == 20 and record["n_betas"] == 100
+    assert math.isfinite(record["log_z"]) and math.isfinite(record["log_z_high"])
+    assert record["log_z_low"] <= record["log_z"] <= record["log_z_high"]
+    assert set(record["nll"]) == {"train", "valid", "test"}
+    for split, n in (("train", 300), ("valid", 100), ("test", 100)):
+        entry = record["nll"][split]
+        assert entry["n"] == n
+        assert math.isfinite(entry["mean"]) and 0 < entry["mean"] < N_VISIBLE[dataset] * 10
+        assert math.isfinite(entry["stderr"]) and entry["stderr"] > 0
+
+    # The numbers are what the saved AIS weights and the model give.
+    log_weights = torch.as_tensor(np.load(run_dir / "ais_log_weights.npy"))
+    assert log_weights.shape == (20,)
+    log_z = float(torch.logsumexp(log_weights, 0) - math.log(20))
+    assert log_z == pytest.approx(record["log_z"], abs=1e-6)
+    best = run_dir / "best.safetensors"
+    model = irbm.load(best if best.exists() else run_dir / "model.safetensors")
+    assert record["n_hidden"] == model.n_hidden
+    if model.n_hidden <= 16:  # small enough to enumerate: AIS agrees with the exact ln Z
+        exact = model.log_partition_exact()
+        assert record["log_z_low"] - 0.5 < exact < record["log_z_high"] + 0.5
+        assert abs(record["log_z"] - exact) < 1.0
+    data_dir = request.getfixturevalue("shared_data_dir") if dataset != "digits" else None
+    test = load_dataset(dataset, data_dir=data_dir).subset(300, 100, 100).test
+    mean, stderr = nll(model, torch.as_tensor(test), record["log_z"])
+    assert mean == pytest.approx(record["nll"]["test"]["mean"], rel=1e-9)
+    assert stderr == pytest.approx(record["nll"]["test"]["stderr"], rel=1e-9)
+
+    printed = pipeline.outputs[key, "evaluate"].out
+    assert f"ln Z = {record['log_z']:.3f}" in printed
+    assert f"test  NLL = {record['nll']['test']['mean']:.3f}" in printed
+
+
+# ---------------------------------------------------------------------------- sample
+@pytest.mark.parametrize("key", list(RUNS))
+def test_sample_saves_binary_samples_and_a_picture(request, pipeline, key):
+    dataset = RUNS[key][1]
+    run_dir = pipeline_run(request, pipeline, key)
+    with np.load(run_dir / "samples.npz", allow_pickle=False) as stored:
+        samples, probabilities = stored["samples"], stored["probabilities"]
+    assert samples.shape == probabilities.shape == (8, N_VISIBLE[dataset])
+    assert samples.dtype == np.uint8 and set(np.unique(samples)) <= {0, 1}
+    assert 0 < samples.mean() < 1  # not all one value
+    assert ((probabilities >= 0) & (probabilities <= 1)).all()
+    assert_non_trivial_png(run_dir / "figures" / "samples.png")
+    assert "8 samples" in pipeline.outputs[key, "sample"].out
+
+
+def test_sample_from_data_and_from_z_max(request, pipeline, tmp_path, shared_data_dir):
+    run_dir = copy_run(pipeline_run(request, pipeline, "caltech101-orbm"), tmp_path)
+    common = ["sample", run_dir, "--data-dir", shared_data_dir, "--n", 5, "--steps", 3]
+    assert_ok(run_cli(*common, "--init", "data", "--z-max-init", "--seed", 3))
+    with np.load(run_dir / "samples.npz") as stored:
+        first = stored["samples"]
+    assert first.shape == (5, 784) and set(np.unique(first)) <= {0, 1}
+    assert_ok(run_cli(*common, "--init", "data", "--z-max-init", "--seed", 3))
+    with np.load(run_dir / "samples.npz") as stored:
+        assert np.array_equal(stored["samples"], first)  # --seed makes it reproducible
+
+
+# ---------------------------------------------------------------------------- plot
+@pytest.mark.parametrize("key", list(RUNS))
+def test_plot_draws_every_figure_and_none_is_blank(request, pipeline, key):
+    family = RUNS[key][0]
+    run_dir = pipeline_run(request, pipeline, key)
+    figures = run_dir / "figures"
+    assert {p.stem for p in figures.glob("*.png")} == FIGURES[family]
+    printed = pipeline.outputs[key, "plot"].out.split()
+    assert sorted(printed) == sorted(str(figures / f"{name}.png") for name in FIGURES[family])
+    for path in figures.glob("*.png"):
+        assert_non_trivial_png(path)
+
+
+def test_png_check_rejects_blank_figures(tmp_path):
+    """The figure check of these tests tells a blank or flat picture from a real one."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(6, 4))
+    axes = figure.subplots()
+    axes.set_title("ais_convergence")
+    figure.savefig(tmp_path / "ais_convergence.png")  # empty axes: no curve
+    with pytest.raises(AssertionError, match="no plotted curve"):
+        assert_non_trivial_png(tmp_path / "ais_convergence.png")
+    axes.imshow(np.zeros((8, 8)), cmap="gray", vmin=0, vmax=1)
+    figure.savefig(tmp_path / "samples.png")  # one black picture: no shades
+    with pytest.raises(AssertionError, match="no shades"):
+        assert_non_trivial_png(tmp_path / "samples.png")
+    Figure(figsize=(6, 4)).savefig(tmp_path / "filters.png")  # all white
+    with pytest.raises(AssertionError, match="blank"):
+        assert_non_trivial_png(tmp_path / "filters.png")
+
+
+# ---------------------------------------------------------------------------- report
+def check_report(out_dir, run_dirs):
+    """report.md's table and report.html match the runs' evaluation.json; the page is
+    self-contained."""
+    rows = parse_markdown_table((out_dir / "report.md").read_text())
+    assert list(rows[0]) == ["Model", "Size", "ln Z-hat", "ln(Z-hat -/+ 3 sigma)",
+                             "Avg. test NLL"]
+    assert len(rows) == len(run_dirs)
+    names = {"rbm": "RBM", "orbm": "oRBM", "irbm": "iRBM"}
+    for row, run_dir in zip(rows, run_dirs):
+        record = json.loads((run_dir / "evaluation.json").read_text())
+        assert row["Model"] == names[record["family"]]
+        assert int(row["Size"]) == record["n_hidden"]
+        expected = {"ln Z-hat": [record["log_z"]],
+                    "ln(Z-hat -/+ 3 sigma)": [record["log_z_low"], record["log_z_high"]],
+                    "Avg. test NLL": [record["nll"]["test"]["mean"],
+                                      record["nll"]["test"]["stderr"]]}
+        for column, values in expected.items():
+            assert numbers(row[column]) == [round(v, 2) for v in values], (column, row)
+        assert row["ln Z-hat"] == f"{record['log_z']:.2f}"
+
+    page = (out_dir / "report.html").read_text()
+    for row in rows:
+        for cell in row.values():
+            assert f"<td>{cell}</td>" in page
+    sources = re.findall(r"""\bsrc\s*=\s*["']([^"']*)["']""", page)
+    pngs = [p for run_dir in run_dirs for p in (run_dir / "figures").glob("*.png")]
+    assert len(sources) == len(pngs) > 0
+    for source in sources:
+        assert source.startswith("data:image/png;base64,")
+        assert_non_trivial_png(base64.b64decode(source.split(",", 1)[1]), name="embedded")
+    assert not re.search(r"""\b(href|src)\s*=\s*["']?(https?:|//|file:)""", page)
+    assert "<link" not in page and "<script" not in page and "url(" not in page
+    return rows
+
+
+def test_report_over_several_runs_matches_the_evaluations(request, pipeline, tmp_path):
+    run_dirs = [pipeline_run(request, pipeline, key) for key in RUNS]
+    before = [snapshot(run_dir) for run_dir in run_dirs]
+    result = run_cli("report", *run_dirs)  # default --out: the runs' common parent
+    assert_ok(result)
+    out_dir = run_dirs[0].parent
+    assert f"{out_dir / 'report.md'}" in result.out
+    check_report(out_dir, run_dirs)
+    assert "Dataset: caltech101, digits, mnist." in (out_dir / "report.md").read_text()
+    assert [snapshot(run_dir) for run_dir in run_dirs] == before  # the runs are only read
+
+    assert_ok(run_cli("report", run_dirs[2], run_dirs[0], "--out", tmp_path / "elsewhere"))
+    rows = check_report(tmp_path / "elsewhere", [run_dirs[2], run_dirs[0]])
+    assert [row["Model"] for row in rows] == ["RBM", "iRBM"]
+
+
+def test_report_of_an_unevaluated_run_is_an_error(tmp_path):
+    run_dir = tmp_path / "run"
+    assert_ok(run_cli("train", "rbm", "digits", "--out", run_dir, *TINY_TRAIN, "--epochs", 1))
+    before = snapshot(tmp_path)
+    assert_clean_error(run_cli("report", run_dir), "evaluation.json", "irbm evaluate")
+    assert snapshot(tmp_path) == before
+
+
+# ---------------------------------------------------------------------------- user data
+def test_user_file_run_works_from_another_directory(tmp_path, monkeypatch):
+    rows = (np.random.default_rng(0).random((120, 16)) < 0.3).astype(np.uint8)
+    (tmp_path / "data").mkdir()
+    np.save(tmp_path / "data" / "rows.npy", rows)
+    monkeypatch.chdir(tmp_path / "data")
+    assert_ok(run_cli("train", "rbm", "rows.npy", "--out", tmp_path / "run", "--n-hidden", 4,
+                      "--epochs", 1, "--quiet"))
+    monkeypatch.chdir(tmp_path)  # the run recorded where its data is
+    assert_ok(run_cli("evaluate", "run", "--chains", 5, "--betas", 10))
+    record = json.loads((tmp_path / "run" / "evaluation.json").read_text())
+    assert record["dataset"] == "rows" and record["nll"]["test"]["n"] == 12
+    assert_ok(run_cli("train", "rbm", "data/rows.npy", "--out", "run", "--epochs", 2,
+                      "--quiet"))  # the same file by another relative path: a resume
+
+
+# ---------------------------------------------------------------------------- errors
+def write_user_files(directory: Path) -> dict:
+    """Bad user data files, each with the fragment its error message must hold."""
+    rng = np.random.default_rng(0)
+    directory.mkdir(exist_ok=True)
+    files = {}
+
+    def add(name, fragment, writer):
+        path = directory / name
+        writer(path)
+        files[name] = (path, fragment)
+
+    add("probabilities.npy", "values other than 0 and 1",
+        lambda p: np.save(p, rng.random((50, 16))))
+    add("twos.csv", "values other than 0 and 1",
+        lambda p: np.savetxt(p, rng.integers(0, 3, (50, 9)), delimiter=",", fmt="%d"))
+    add("vector.npy", "shape (40,)", lambda p: np.save(p, np.zeros(40, np.uint8)))
+    add("four_d.npy", "shape (10, 2, 2, 2)", lambda p: np.save(p, np.zeros((10, 2, 2, 2))))
+    add("empty.npy", "empty", lambda p: np.save(p, np.zeros((0, 16), np.uint8)))
+    add("nan.npy", "NaN", lambda p: np.save(p, np.full((50, 16), np.nan)))
+    add("widths.npz", "different numbers of columns",
+        lambda p: np.savez(p, train=np.zeros((20, 16), np.uint8),
+                           valid=np.zeros((5, 9), np.uint8), test=np.zeros((5, 16), np.uint8)))
+    add("keys.npz", "expected arrays train/valid/test",
+        lambda p: np.savez(p, a=np.zeros((5, 4)), b=np.zeros((5, 4))))
+    add("text.csv", "not a CSV of numbers",
+        lambda p: p.write_text("a,b\n1,0\nx,y\n"))
+    add("garbage.npy", "not a readable .npy", lambda p: p.write_bytes(b"\x93NUMPY garbage"))
+    add("two_rows.npy", "cannot split", lambda p: np.save(p, np.ones((2, 4), np.uint8)))
+    add("missing.npy", "no such file", lambda p: None)
+    return files
+
+
+USER_FILES = ["probabilities.npy", "twos.csv", "vector.npy", "four_d.npy", "empty.npy",
+              "nan.npy", "widths.npz", "keys.npz", "text.csv", "garbage.npy", "two_rows.npy",
+              "missing.npy"]
+
+
+@pytest.mark.parametrize("name", USER_FILES)
+def test_bad_user_data_is_a_clean_error(tmp_path, name):
+    path, fragment = write_user_files(tmp_path / "files")[name]
+    before = snapshot(tmp_path)
+    assert_clean_error(run_cli("train", "rbm", path, "--out", tmp_path / "run", "--epochs", 1),
+                       fragment)
+    assert snapshot(tmp_path) == before  # no run directory either
+
+
+def write_bad_data_dir(tmp_path, how) -> Path:
+    directory = tmp_path / "data"
+    directory.mkdir()
+    if how == "garbage":
+        (directory / "mnist.npz").write_bytes(os.urandom(4096))
+    elif how == "truncated":
+        (directory / "mnist.npz").write_bytes(b"PK\x03\x04" + os.urandom(2000))
+    elif how == "wrong_keys":
+        np.savez(directory / "mnist.npz", images=np.zeros((3, 784), np.uint8))
+    elif how == "wrong_values":
+        np.savez(directory / "mnist.npz", **{f"{s}_x": np.full((3, 784), 7.5)
+                                             for s in ("train", "valid", "test")})
+    elif how == "wrong_shape":
+        np.savez(directory / "mnist.npz", **{f"{s}_x": np.zeros((3, 100), np.uint8)
+                                             for s in ("train", "valid", "test")})
+    return directory
+
+
+@pytest.mark.parametrize("how,fragment", [
+    ("empty", "mnist.npz is not in"), ("garbage", "not a readable .npz"),
+    ("truncated", "not a readable .npz"), ("wrong_keys", "lacks the arrays"),
+    ("wrong_values", "(N, 784) uint8"), ("wrong_shape", "(N, 784) uint8")])
+def test_missing_or_corrupt_data_file_is_a_clean_error(tmp_path, how, fragment):
+    data_dir = write_bad_data_dir(tmp_path, how)
+    before = snapshot(tmp_path)
+    result = run_cli("train", "rbm", "mnist", "--data-dir", data_dir, "--out", tmp_path / "run",
+                     "--epochs", 1)
+    assert_clean_error(result, fragment)
+    assert snapshot(tmp_path) == before  # the bad file is left alone, no run directory made
+
+
+def test_unknown_dataset_and_bad_options_are_clean_errors(tmp_path):
+    cases = [
+        (["train", "rbm", "nosuch", "--out", tmp_path / "run"], ["unknown dataset 'nosuch'",
+                                                                  "digits"]),
+        (["train", "rbm", "digits", "--out", tmp_path / "run", "--device", "nonsense"],
+         ["device 'nonsense'"]),
+        (["train", "rbm", "digits", "--out", tmp_path / "run", "--n-hidden", 0], ["n_hidden"]),
+        (["train", "rbm", "digits", "--out", tmp_path / "run", "--epochs", -1], ["epochs"]),
+        (["train", "rbm", "digits", "--out", tmp_path / "run", "--train-size", 0],
+         ["train_size"]),
+        (["train", "irbm", "digits", "--out", tmp_path / "run", "--beta", 0.5], ["beta"]),
+    ]
+    for args, fragments in cases:
+        assert_clean_error(run_cli(*args), *fragments)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["evaluate", "sample", "plot", "report"])
+def test_missing_run_directory_is_a_clean_error(tmp_path, command):
+    assert_clean_error(run_cli(command, tmp_path / "nowhere"), "not found", "nowhere")
+    (tmp_path / "empty").mkdir()
+    fragment = "evaluation.json" if command == "report" else "config.json"
+    assert_clean_error(run_cli(command, tmp_path / "empty"), fragment)
+    assert list(tmp_path.iterdir()) == [tmp_path / "empty"]
+    assert list((tmp_path / "empty").iterdir()) == []
+
+
+def corrupt(path: Path, how: str):
+    data = bytearray(path.read_bytes())
+    if how == "truncated":
+        path.write_bytes(bytes(data[: len(data) // 2]))
+    else:  # one flipped bit in the last tensor's bytes: the checksum catches it
+        data[-3] ^= 0x10
+        path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("how,fragment", [("truncated", "unreadable checkpoint"),
+                                          ("flipped", "checksum mismatch")])
+@pytest.mark.parametrize("command", ["evaluate", "sample", "plot", "train"])
+def test_corrupt_checkpoint_is_a_clean_error(request, pipeline, tmp_path, command, how,
+                                             fragment):
+    run_dir = copy_run(pipeline_run(request, pipeline, "digits-rbm"), tmp_path)
+    for name in ("model.safetensors", "checkpoint.safetensors"):
+        corrupt(run_dir / name, how)
+    before = snapshot(run_dir)
+    args = {"evaluate": ["evaluate", run_dir, *EVALUATE], "sample": ["sample", run_dir, *SAMPLE],
+            "plot": ["plot", run_dir],
+            "train": train_args("rbm", "digits", run_dir, [], "--epochs", 3)}[command]
+    assert_clean_error(run_cli(*args), fragment)
+    assert snapshot(run_dir) == before
+
+
+def skip_unless_permissions_enforced(tmp_path):
+    """Skip as root (with CAP_DAC_OVERRIDE), where a mode 0o500 directory is still writable."""
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    probe.chmod(0o500)
+    try:
+        (probe / "file").touch()
+    except PermissionError:
+        return
+    finally:
+        probe.chmod(0o700)
+        shutil.rmtree(probe)
+    pytest.skip(f"running as uid {os.geteuid()}: directory permissions are not enforced")
+
+
+def read_only_dir(tmp_path) -> Path:
+    skip_unless_permissions_enforced(tmp_path)
+    directory = tmp_path / "read-only"
+    directory.mkdir()
+    (directory / "keep.txt").write_text("keep")
+    directory.chmod(0o500)
+    return directory
+
+
+@pytest.fixture
+def unwritable(tmp_path, request):
+    """An output directory that cannot be created (under a regular file: fails for root too)
+    or written (mode 0o500: skipped as root); restores permissions afterwards."""
+    if request.param == "under_file":
+        (tmp_path / "a_file").write_text("keep")
+        yield tmp_path / "a_file" / "sub"
+    else:
+        directory = read_only_dir(tmp_path)
+        yield directory / "sub"
+        directory.chmod(0o700)
+
+
+@pytest.mark.parametrize("unwritable", ["under_file", "read_only"], indirect=True)
+def test_unwritable_output_directory_is_a_clean_error(request, pipeline, tmp_path, unwritable):
+    before = snapshot(tmp_path)
+    assert_clean_error(run_cli("train", "rbm", "digits", "--out", unwritable, *TINY_TRAIN),
+                       "not writable", str(unwritable))
+    assert snapshot(tmp_path) == before
+    run_dir = pipeline_run(request, pipeline, "digits-rbm")
+    assert_clean_error(run_cli("report", run_dir, "--out", unwritable), "not writable")
+    assert_clean_error(run_cli("demo", "--quick", "--out", unwritable), "not writable")
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", ["sample", "plot"])
+def test_unwritable_figures_directory_is_a_clean_error(request, pipeline, tmp_path, command):
+    run_dir = copy_run(pipeline_run(request, pipeline, "digits-rbm"), tmp_path)
+    shutil.rmtree(run_dir / "figures")
+    (run_dir / "figures").write_text("a file where the figures directory goes")
+    before = snapshot(run_dir)
+    assert_clean_error(run_cli(command, run_dir, *(SAMPLE if command == "sample" else [])),
+                       "not writable")
+    assert snapshot(run_dir) == before
+
+
+def test_evaluate_into_a_read_only_run_is_a_clean_error(request, pipeline, tmp_path):
+    skip_unless_permissions_enforced(tmp_path)
+    run_dir = copy_run(pipeline_run(request, pipeline, "digits-rbm"), tmp_path)
+    before = snapshot(run_dir)
+    run_dir.chmod(0o500)
+    try:
+        assert_clean_error(run_cli("evaluate", run_dir, *EVALUATE), "not writable")
+    finally:
+        run_dir.chmod(0o700)
+    assert snapshot(run_dir) == before
+
+
+def test_error_in_a_subprocess_has_no_traceback(tmp_path):
+    data_dir = write_bad_data_dir(tmp_path, "garbage")
+    environment = {k: v for k, v in os.environ.items() if k != "IRBM_DEBUG"}
+    completed = subprocess.run(
+        [sys.executable, "-m", "irbm.cli", "train", "irbm", "mnist", "--data-dir", data_dir,
+         "--out", tmp_path / "run"], capture_output=True, text=True, env=environment,
+        timeout=120)
+    assert completed.returncode == 2
+    assert "Traceback" not in completed.stdout + completed.stderr
+    lines = completed.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("irbm: error: ")
+    assert "mnist.npz" in lines[0]
+    assert not (tmp_path / "run").exists()
+
+
+# ---------------------------------------------------------------------------- help, config
+HELP = {
+    None: ["train", "evaluate", "sample", "plot", "report", "demo"],
+    "train": ["--n-hidden", "--beta", "--epochs", "--batch-size", "--lr", "--optimizer", "--l1",
+              "--l2", "--cd-k", "--pcd", "--eval-every", "--seed", "--out", "--device",
+              "--force", "--config", "--data-dir"],
+    "evaluate": ["--chains", "--betas", "--data-dir"],
+    "sample": ["--n", "--steps", "--init", "--z-max-init"],
+    "plot": ["run"],
+    "report": ["runs", "--out"],
+    "demo": ["--quick", "--out"],
+}
+
+
+@pytest.mark.parametrize("command", list(HELP))
+def test_help_of_every_subcommand(command):
+    result = run_cli(*([command] if command else []), "--help")
+    assert result.code == 0 and result.err == ""
+    assert result.out.startswith(f"usage: irbm {command or ''}".rstrip())
+    for word in HELP[command]:  # listed at the start of a line of the option list
+        assert re.search(rf"^ +{re.escape(word)}(?![\w-])", result.out, re.MULTILINE), \
+            f"{word} missing from the help of {command}"
+
+
+def test_console_script_and_usage_errors():
+    from importlib.metadata import entry_points
+    (script,) = entry_points(group="console_scripts", name="irbm")
+    assert script.value == "irbm.cli:main"
+    result = run_cli("train", "rbm", "digits")  # no --out: argparse's usage error
+    assert result.code == 2 and "the following arguments are required: --out" in result.err
+    result = run_cli("train", "rbm", "digits", "--out", "x", "--epochs", "many")
+    assert result.code == 2 and "invalid int value: 'many'" in result.err
+    assert "Traceback" not in result.err
+
+
+def test_config_file_sets_options_and_the_command_line_wins(tmp_path):
+    config = tmp_path / "options.toml"
+    config.write_text('n_hidden = 12\nepochs = 1\ncd_k = 2\nlr = 0.05\nbatch_size = 32\n'
+                      'optimizer = "sgd"\npcd = false\nseed = 7\nl2 = 1e-4\n'
+                      'train_size = 200\nvalid_size = 50\ntest_size = 50\n')
+    run_dir = tmp_path / "run"
+    assert_ok(run_cli("train", "rbm", "digits", "--out", run_dir, "--config", config,
+                      "--epochs", 2, "--quiet"))
+    settings = json.loads((run_dir / "config.json").read_text())["settings"]
+    assert {k: settings[k] for k in ("n_hidden", "epochs", "cd_k", "lr", "batch_size",
+                                     "optimizer", "pcd", "seed", "l2", "train_size")} == {
+        "n_hidden": 12, "epochs": 2, "cd_k": 2, "lr": 0.05, "batch_size": 32,
+        "optimizer": "sgd", "pcd": False, "seed": 7, "l2": 1e-4, "train_size": 200}
+    _, metadata = read_checkpoint(run_dir / "checkpoint.safetensors")
+    assert {k: metadata["training"][k] for k in ("cd_k", "lr", "batch_size", "optimizer",
+                                                 "persistent", "seed", "l2")} == {
+        "cd_k": 2, "lr": 0.05, "batch_size": 32, "optimizer": "sgd", "persistent": False,
+        "seed": 7, "l2": 1e-4}
+    assert metadata["epoch"] == 2 and irbm.load(run_dir / "model.safetensors").n_hidden == 12
+    # Resuming with the same file is not a change.
+    assert_ok(run_cli("train", "rbm", "digits", "--out", run_dir, "--config", config,
+                      "--epochs", 3, "--quiet"))
+    assert read_checkpoint(run_dir / "checkpoint.safetensors")[1]["epoch"] == 3
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ('epochs = 1\nn-hidden = 4\n', "unknown keys"),
+    ('epochs = "2"\n', "epochs must be int"),
+    ('n_hidden = 4.5\n', "n_hidden must be int"),
+    ('pcd = "no"\n', "pcd must be bool"),
+    ('lr = true\n', "lr must be float"),
+    ('optimizer = "adam"\n', "optimizer must be one of"),
+    ('dtype = "int8"\n', "dtype must be one of"),
+    ('epochs = [1\n', "not valid TOML"),
+    (None, "config file not found"),
+])
+def test_bad_config_file_is_a_clean_error(tmp_path, text, fragment):
+    config = tmp_path / "options.toml"
+    if text is not None:
+        config.write_text(text)
+    before = snapshot(tmp_path)
+    assert_clean_error(run_cli("train", "rbm", "digits", "--out", tmp_path / "run",
+                               "--config", config), fragment)
+    assert snapshot(tmp_path) == before
+
+
+# ---------------------------------------------------------------------------- demo
+def test_demo_quick_runs_end_to_end(tmp_path):
+    out_dir = tmp_path / "demo"
+    start = time.perf_counter()
+    result = run_cli("demo", "--quick", "--out", out_dir)
+    seconds = time.perf_counter() - start
+    assert_ok(result)
+    print(f"irbm demo --quick: {seconds:.1f}s")
+    run_dirs = [out_dir / family for family in ("rbm", "orbm", "irbm")]
+    rows = check_report(out_dir, run_dirs)
+    assert [row["Model"] for row in rows] == ["RBM", "oRBM", "iRBM"]
+    for run_dir in run_dirs:
+        family = run_dir.name
+        assert {p.stem for p in (run_dir / "figures").glob("*.png")} == FIGURES[family]
+        for path in (run_dir / "figures").glob("*.png"):
+            assert_non_trivial_png(path)
+        record = json.loads((run_dir / "evaluation.json").read_text())
+        assert record["dataset"] == "digits" and record["n_chains"] == 50
+        # Real numbers: every model beats the uniform distribution's 64 ln 2 = 44.4 nats, and
+        # ln Z agrees with a longer AIS run (2,000 temperatures, 100 other chains).
+        assert 5 < record["nll"]["test"]["mean"] < 64 * math.log(2)
+        reference = estimate_log_partition(irbm.load(run_dir / "model.safetensors"), 100, 2000,
+                                           seed=1, progress=False)
+        assert abs(record["log_z"] - reference.log_z) < 1.0, (record["log_z"], reference)
+    assert "| RBM |" in result.out and "demo finished" in result.out
+    assert str(out_dir / "report.html") in result.out
