@@ -7,8 +7,6 @@ soon as the caller drops them.
 
 from __future__ import annotations
 
-import os
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +15,8 @@ from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
+
+from ._io import atomic_write
 
 ORDERS = ("C", "F")
 DPI = 100
@@ -53,14 +53,8 @@ def save_figure(figure: Figure, path) -> Path:
     usual umask-based permissions instead of 0600.
     """
     path = Path(path)
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
-    try:
-        with open(temporary, "xb") as stream:
-            figure.savefig(stream, format="png", dpi=DPI)
-        os.replace(temporary, path)
-    finally:
-        if temporary.exists():
-            temporary.unlink()
+    with atomic_write(path) as stream:
+        figure.savefig(stream, format="png", dpi=DPI)
     return path
 
 

@@ -31,6 +31,7 @@ from torch.nn import functional
 from tqdm.auto import tqdm
 
 from ._ais_chains import run_chains
+from ._io import atomic_write
 
 # Pseudo-counts, as a fraction of the number of examples, added to both outcomes of each visible
 # unit before taking the data's base rate: Salakhutdinov & Murray's code adds 5 per 100 examples
@@ -195,15 +196,11 @@ def _load_checkpoint(path, config: str):
 
 def _save_checkpoint(path, config: str, log_weights, samples, seconds: float):
     """Write to a temporary file and rename it, so an interruption never leaves a torn file."""
-    temporary = f"{path}.tmp{os.getpid()}"
-    with open(temporary, "wb") as handle:
+    with atomic_write(path) as handle:
         np.savez(handle, config=np.array(config), seconds=np.array(seconds),
                  batch_sizes=np.array([len(w) for w in log_weights], dtype=np.int64),
                  log_weights=torch.cat(log_weights).numpy(),
                  samples=torch.cat(samples).to(torch.uint8).numpy())
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
 
 
 def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=None, base="model",

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file
+from safetensors.torch import save as serialize
+
+from ._io import atomic_write
 
 from .models import EnergyModel, build_model
 
@@ -47,16 +48,8 @@ def write_checkpoint(path, tensors: dict[str, torch.Tensor], metadata: dict):
     tensors = {name: t.detach().contiguous().cpu() for name, t in tensors.items()}
     header = {"format": FORMAT, "version": str(VERSION), "sha256": _checksum(tensors),
               "metadata": json.dumps(metadata)}
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(handle)
-    try:
-        save_file(tensors, temporary, metadata=header)
-        with open(temporary, "rb") as stream:
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with atomic_write(path) as stream:
+        stream.write(serialize(tensors, metadata=header))
 
 
 def read_checkpoint(path) -> tuple[dict[str, torch.Tensor], dict]:
@@ -66,7 +59,6 @@ def read_checkpoint(path) -> tuple[dict[str, torch.Tensor], dict]:
         raise CheckpointError(f"checkpoint not found: {path}")
     try:
         tensors = load_file(path)
-        from safetensors import safe_open
         with safe_open(path, framework="pt") as reader:
             header = reader.metadata() or {}
     except (SafetensorError, OSError, ValueError, RuntimeError) as error:

@@ -11,6 +11,7 @@ import torch
 
 from . import checkpoint as ckpt
 from . import runs
+from ._io import atomic_write
 from .cli import DATA_KEYS, MODEL_KEYS, TRAIN_DEFAULTS, TRAINING_KEYS, read_config_file
 from .datasets import ALIASES, LOADERS, load_dataset
 from .models import build_model
@@ -178,12 +179,8 @@ def run_sample(args):
 
 
 def _save_npz(path, arrays):
-    import os
-    import tempfile
-    handle, temporary = tempfile.mkstemp(prefix=".samples.", suffix=".npz", dir=path.parent)
-    os.close(handle)
-    np.savez_compressed(temporary, **arrays)
-    os.replace(temporary, path)
+    with atomic_write(path) as stream:
+        np.savez_compressed(stream, **arrays)
 
 
 # ---------------------------------------------------------------------------- plot

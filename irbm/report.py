@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from . import runs
+from ._io import atomic_write
 
 COLUMNS = ("Model", "Size", "ln Z-hat", "ln(Z-hat -/+ 3 sigma)", "Avg. test NLL")
 MODEL_NAMES = {"rbm": "RBM", "orbm": "oRBM", "irbm": "iRBM"}
@@ -89,7 +90,6 @@ def write_report(run_dirs, out_dir=None) -> tuple[Path, Path]:
                 f"+/- standard error over the test set.\n\n{markdown_table(rows)}\n")
     markdown_path, html_path = out_dir / "report.md", out_dir / "report.html"
     for path, text in ((markdown_path, markdown), (html_path, html_page(rows, run_dirs))):
-        temporary = path.with_name(f".{path.name}.tmp")
-        temporary.write_text(text)
-        os.replace(temporary, path)
+        with atomic_write(path, "w") as stream:
+            stream.write(text)
     return markdown_path, html_path

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from . import checkpoint as ckpt
+from ._io import atomic_write
 from .ais import estimate_log_partition
 from .evaluate import nll
 from .training import Callback
@@ -35,15 +36,8 @@ BEST_FILE = "best.safetensors"
 
 def write_json(path, payload):
     """Write JSON atomically (temp file then rename)."""
-    path = Path(path)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w") as stream:
-            json.dump(payload, stream, indent=2, allow_nan=True)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with atomic_write(path, "w") as stream:
+        json.dump(payload, stream, indent=2, allow_nan=True)
 
 
 def read_json(path, default=None):

@@ -215,11 +215,9 @@ def test_corrupt_checkpoints_give_clear_errors_and_leave_the_previous_intact(tmp
     good = path.read_bytes()
 
     # A crash in the middle of writing the next checkpoint leaves the previous one intact.
-    def crash(tensors, filename, metadata=None):
-        with open(filename, "wb") as stream:
-            stream.write(b"partial")
+    def crash(tensors, metadata=None):
         raise OSError("disk full")
-    monkeypatch.setattr(ckpt, "save_file", crash)
+    monkeypatch.setattr(ckpt, "serialize", crash)
     with pytest.raises(OSError, match="disk full"):
         irbm.save(model, path)
     monkeypatch.undo()
@@ -280,3 +278,14 @@ def test_trainer_rejects_bad_data():
         trainer.fit(torch.full((10, N_VISIBLE), 0.5), 1)
     with pytest.raises(ValueError, match="NaN"):
         trainer.fit(torch.full((10, N_VISIBLE), math.nan), 1)
+
+
+def test_written_files_follow_the_umask(tmp_path):
+    """Atomic writes go through a temporary file; the result must not be left at mode 0600."""
+    import os
+    old = os.umask(0o022)
+    try:
+        irbm.save(FACTORIES["rbm"](), tmp_path / "m.safetensors")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "m.safetensors").stat().st_mode & 0o777 == 0o644

@@ -19,7 +19,6 @@ import hashlib
 import logging
 import os
 import sys
-import tempfile
 import urllib.request
 import zipfile
 import zlib
@@ -27,6 +26,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
+
+from .._io import atomic_write
 
 DATA_DIR_ENV = "IRBM_DATA_DIR"
 CACHE_DIR_ENV = "IRBM_CACHE_DIR"
@@ -145,17 +146,11 @@ def write_npz_atomic(path: Path, arrays: dict) -> bool:
 
     A cache that cannot be written is not fatal: log a warning and return False.
     """
-    temp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-        with os.fdopen(fd, "wb") as file:
+        with atomic_write(path) as file:
             np.savez_compressed(file, **arrays)
-        os.replace(temp, path)
         return True
     except OSError as err:
         log.warning("could not cache %s: %s", path, err)
         return False
-    finally:
-        if temp is not None and os.path.exists(temp):
-            os.unlink(temp)
