@@ -20,8 +20,8 @@ MODELS = (
     ("orbm", ["--n-hidden", "100", "--lr", "0.05"]),
     ("irbm", ["--lr", "0.05", "--l1", "1e-3"]),
 )
-EPOCHS, QUICK_EPOCHS = 300, 5
-CHAINS, BETAS = 500, 10000
+EPOCHS, QUICK_EPOCHS = 200, 5
+CHAINS, BETAS = 400, 6000
 QUICK_CHAINS, QUICK_BETAS = 50, 300
 
 
