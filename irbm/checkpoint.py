@@ -25,6 +25,7 @@ from .models import EnergyModel, build_model
 FORMAT = "irbm-checkpoint"
 VERSION = 1
 MODEL_FILE = "model.safetensors"
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
 TRAINER_FILE = "checkpoint.safetensors"
 
 
@@ -32,8 +33,9 @@ class CheckpointError(ValueError):
     """A checkpoint file is missing, unreadable, corrupt or of the wrong kind."""
 
 
-def _checksum(tensors: dict[str, torch.Tensor]) -> str:
-    digest = hashlib.sha256()
+def _checksum(tensors: dict[str, torch.Tensor], metadata_json: str) -> str:
+    """sha256 over the JSON metadata and every tensor's name, dtype, shape and bytes."""
+    digest = hashlib.sha256(metadata_json.encode())
     for name in sorted(tensors):
         tensor = tensors[name].detach().contiguous().cpu()
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
@@ -46,8 +48,9 @@ def write_checkpoint(path, tensors: dict[str, torch.Tensor], metadata: dict):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {name: t.detach().contiguous().cpu() for name, t in tensors.items()}
-    header = {"format": FORMAT, "version": str(VERSION), "sha256": _checksum(tensors),
-              "metadata": json.dumps(metadata)}
+    metadata_json = json.dumps(metadata)
+    header = {"format": FORMAT, "version": str(VERSION),
+              "sha256": _checksum(tensors, metadata_json), "metadata": metadata_json}
     with atomic_write(path) as stream:
         stream.write(serialize(tensors, metadata=header))
 
@@ -69,7 +72,7 @@ def read_checkpoint(path) -> tuple[dict[str, torch.Tensor], dict]:
     if header.get("version") != str(VERSION):
         raise CheckpointError(f"{path} has checkpoint version {header.get('version')}, "
                               f"this irbm reads version {VERSION}")
-    if header.get("sha256") != _checksum(tensors):
+    if header.get("sha256") != _checksum(tensors, header.get("metadata", "")):
         raise CheckpointError(f"checkpoint {path} is corrupt: checksum mismatch")
     try:
         metadata = json.loads(header["metadata"])
@@ -86,7 +89,10 @@ def model_from_tensors(tensors, metadata, *, device=None, dtype=None) -> EnergyM
     """Rebuild a model from its recorded constructor arguments and parameters."""
     try:
         config = metadata["model"]
-        stored_dtype = getattr(torch, metadata.get("dtype", "float32"))
+        if metadata.get("dtype", "float32") not in DTYPES:
+            raise CheckpointError(f"checkpoint records dtype {metadata.get('dtype')!r}; "
+                                  f"expected one of {sorted(DTYPES)}")
+        stored_dtype = DTYPES[metadata.get("dtype", "float32")]
         model = build_model(config, dtype=dtype or stored_dtype, device=device)
         with torch.no_grad():
             for name in ("W", "b", "c"):
@@ -96,8 +102,12 @@ def model_from_tensors(tensors, metadata, *, device=None, dtype=None) -> EnergyM
                     raise CheckpointError(f"parameter {name} has shape {tuple(value.shape)}, "
                                           f"the recorded model needs {tuple(target.shape)}")
                 target.copy_(value)
-    except (KeyError, TypeError) as error:
+    except KeyError as error:
         raise CheckpointError(f"checkpoint does not describe a model: missing {error}") from None
+    except (TypeError, ValueError) as error:
+        if isinstance(error, CheckpointError):
+            raise
+        raise CheckpointError(f"checkpoint describes an invalid model: {error}") from None
     return model
 
 

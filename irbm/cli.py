@@ -18,12 +18,13 @@ TRAIN_DEFAULTS = {
     "n_hidden": None, "beta": 1.01, "max_hidden": None, "epochs": 100, "batch_size": 64,
     "lr": 0.03, "optimizer": "adagrad", "l1": 0.0, "l2": 0.0, "cd_k": 10, "pcd": True,
     "eval_every": 0, "eval_chains": 100, "eval_betas": 1000, "seed": 1234, "dtype": "float32",
-    "train_size": None, "valid_size": None, "test_size": None,
+    "train_size": None, "valid_size": None, "test_size": None, "binarize": None,
 }
 # What a config file may hold for each key (TOML values are typed; these are checked).
 _CONFIG_TYPES = {**{key: int for key in TRAIN_DEFAULTS}, "beta": float, "lr": float, "l1": float,
-                 "l2": float, "pcd": bool, "optimizer": str, "dtype": str}
-_CONFIG_CHOICES = {"optimizer": ("adagrad", "sgd"), "dtype": ("float32", "float64")}
+                 "l2": float, "pcd": bool, "optimizer": str, "dtype": str, "binarize": str}
+_CONFIG_CHOICES = {"optimizer": ("adagrad", "sgd"), "dtype": ("float32", "float64"),
+                   "binarize": ("threshold", "stochastic")}
 MODEL_KEYS = ("n_hidden", "beta", "max_hidden", "dtype")
 TRAINING_KEYS = ("batch_size", "lr", "optimizer", "l1", "l2", "cd_k", "pcd", "seed")
 DATA_KEYS = ("train_size", "valid_size", "test_size")
@@ -74,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--train-size", type=int, help="use only the first N training rows")
     train.add_argument("--valid-size", type=int)
     train.add_argument("--test-size", type=int)
+    train.add_argument("--binarize", choices=["threshold", "stochastic"],
+                       help="binarize a user data file with values in [0, 1] (threshold at 0.5, "
+                       "or the authors' stochastic binarization, seed 42)")
     train.add_argument("--force", action="store_true", help="resume despite changed settings")
     train.add_argument("--quiet", action="store_true", help="no per-epoch lines")
     _add_data_options(train)

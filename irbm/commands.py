@@ -37,8 +37,14 @@ def _dataset_key(name) -> str:
     return str(Path(name).expanduser().resolve())
 
 
+def _binarize_option(binarize) -> dict:
+    """Only user files take ``binarize``; named datasets are binary already."""
+    return {} if binarize is None else {"binarize": binarize}
+
+
 def _dataset_from_record(record: dict, data_dir=None):
-    dataset = load_dataset(record["name"], data_dir=data_dir)
+    dataset = load_dataset(record["name"], data_dir=data_dir,
+                           **_binarize_option(record.get("binarize")))
     return dataset.subset(record.get("train_size"), record.get("valid_size"),
                           record.get("test_size"))
 
@@ -87,14 +93,19 @@ def run_train(args):
             details = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in changed.items())
             raise ValueError(f"refusing to resume {out} with different hyper-parameters "
                              f"({details}); pass --force to override")
-    dataset = load_dataset(args.dataset, data_dir=args.data_dir).subset(
+    if settings["binarize"] is not None and dataset_key.lower() in (*LOADERS, *ALIASES):
+        raise ValueError(f"--binarize applies to your own data files; {args.dataset} is "
+                         "binary already")
+    dataset = load_dataset(args.dataset, data_dir=args.data_dir,
+                           **_binarize_option(settings["binarize"])).subset(
         *(settings[k] for k in DATA_KEYS))
     if resuming and math.prod(recorded["image_shape"]) != dataset.n_visible:
         raise ValueError(f"{args.dataset} has {dataset.n_visible} values per row; the model in "
                          f"{out} has {math.prod(recorded['image_shape'])} visible units")
     record = {"family": args.family, "dataset": dataset_key, "dataset_name": dataset.name,
               "image_shape": list(dataset.image_shape), "pixel_order": dataset.pixel_order,
-              "data": {"name": dataset_key, **{k: settings[k] for k in DATA_KEYS}},
+              "data": {"name": dataset_key, **{k: settings[k] for k in DATA_KEYS},
+                       "binarize": settings["binarize"]},
               "settings": settings}
     train = torch.as_tensor(dataset.train)
     valid = torch.as_tensor(dataset.valid) if len(dataset.valid) else None
@@ -146,7 +157,11 @@ def run_evaluate(args):
     run_dir = Path(args.run)
     config, dataset = _run_dataset(run_dir, args.data_dir)
     runs.check_writable(run_dir)
-    print(f"AIS on {run_dir} ({args.chains} chains)")
+    uses_best = not args.latest and (run_dir / runs.BEST_FILE).exists()
+    print(f"AIS on {run_dir} ({args.chains} chains), "
+          + ("best model by validation NLL" if uses_best else "latest model")
+          + ("" if uses_best or args.latest else
+             " (no best.safetensors: train with --eval-every N for model selection)"))
     record = runs.evaluate_run(run_dir, dataset, n_chains=args.chains, n_betas=args.betas,
                                base=args.base, seed=args.seed, device=args.device,
                                which="latest" if args.latest else "best")

@@ -110,6 +110,14 @@ class ValidateWithAIS(Callback):
         self.n_chains, self.n_betas, self.seed, self.echo = n_chains, n_betas, seed, echo
         self.path = self.run_dir / VALIDATION_FILE
 
+    def on_fit_start(self, trainer):
+        # After a crash between this record and the epoch's checkpoint, the resumed run repeats
+        # the epoch: drop the records it will write again.
+        records = read_json(self.path, default=[])
+        kept = [r for r in records if r["epoch"] <= trainer.epoch]
+        if len(kept) != len(records):
+            write_json(self.path, kept)
+
     def on_epoch_end(self, trainer, metrics):
         if self.every <= 0 or trainer.epoch % self.every:
             return

@@ -258,7 +258,13 @@ class Trainer:
         tensors, metadata = ckpt.read_checkpoint(ckpt.resolve(path, ckpt.TRAINER_FILE))
         if metadata.get("kind") != "trainer":
             raise ckpt.CheckpointError(f"{path} is a model checkpoint, not a training state")
-        recorded = metadata["training"]
+        recorded = metadata.get("training")
+        known = set(TrainingConfig.__dataclass_fields__)
+        if not isinstance(recorded, dict) or set(recorded) != known:
+            raise ckpt.CheckpointError(f"{path}: the recorded training settings are malformed")
+        unknown = set(overrides) - known
+        if unknown:
+            raise ValueError(f"unknown training settings: {', '.join(sorted(unknown))}")
         changed = {k: (recorded[k], v) for k, v in overrides.items()
                    if k in recorded and recorded[k] != v}
         if changed and not force:

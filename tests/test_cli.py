@@ -155,7 +155,7 @@ def test_train_writes_a_run_directory(request, pipeline, key):
     assert config["family"] == family and config["dataset"] == dataset
     assert config["settings"]["n_hidden"] == 16 and config["settings"]["cd_k"] == 1
     assert config["data"] == {"name": dataset, "train_size": 300, "valid_size": 100,
-                              "test_size": 100}
+                              "test_size": 100, "binarize": None}
     history = json.loads((run_dir / "history.json").read_text())["history"]
     assert [h["epoch"] for h in history] == [1, 2]
     assert all(math.isfinite(h["train_free_energy"]) for h in history)
@@ -790,3 +790,23 @@ def test_demo_quick_runs_end_to_end(tmp_path):
         assert abs(record["log_z"] - reference.log_z) < 1.0, (record["log_z"], reference)
     assert "| RBM |" in result.out and "demo finished" in result.out
     assert str(out_dir / "report.html") in result.out
+
+
+def test_binarize_option_for_user_files(tmp_path, capsys):
+    """Grey-level user data is refused with a hint, and accepted with --binarize."""
+    import numpy as np
+    from irbm.cli import main
+    values = np.random.default_rng(0).random((60, 9))
+    path = tmp_path / "grey.npy"
+    np.save(path, values)
+    assert main(["train", "rbm", str(path), "--out", str(tmp_path / "refused"), "--epochs", "1",
+                 "--n-hidden", "3", "--quiet"]) == 2
+    assert "--binarize" in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists()
+    out = tmp_path / "run"
+    assert main(["train", "rbm", str(path), "--out", str(out), "--epochs", "1", "--n-hidden", "3",
+                 "--quiet", "--binarize", "threshold"]) == 0
+    assert main(["evaluate", str(out), "--chains", "10", "--betas", "20"]) == 0
+    assert main(["train", "rbm", "digits", "--out", str(tmp_path / "named"), "--binarize",
+                 "threshold"]) == 2
+    assert "binary already" in capsys.readouterr().err

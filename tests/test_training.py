@@ -289,3 +289,43 @@ def test_written_files_follow_the_umask(tmp_path):
     finally:
         os.umask(old)
     assert (tmp_path / "m.safetensors").stat().st_mode & 0o777 == 0o644
+
+
+def test_pruning_removes_only_zero_units_and_keeps_the_distribution():
+    """prune() drops trailing all-zero units and nothing else: exact NLL is unchanged, and a
+    unit with a single non-zero weight stops it."""
+    model = irbm.InfiniteRBM(N_VISIBLE, n_hidden=6, dtype=torch.float64)
+    generator = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        model.W[:3].normal_(generator=generator)
+        model.b[:3].normal_(generator=generator)
+        model.W[3, 4] = 1e-12  # alive, however small
+    data = prototype_data(n_rows=30)
+    before = model.log_likelihood_exact(data)
+    assert model.prune() == 2 and model.n_hidden == 4
+    torch.testing.assert_close(model.log_likelihood_exact(data), before, rtol=0, atol=1e-12)
+    assert model.prune() == 0
+
+
+def test_tampered_metadata_is_detected(tmp_path):
+    """The checksum covers the JSON metadata too: a changed beta must not load silently."""
+    import json
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+    path = tmp_path / "m.safetensors"
+    irbm.save(irbm.OrderedRBM(6, 4, beta=1.5), path)
+    with safe_open(path, framework="pt") as reader:
+        header = reader.metadata()
+        tensors = {k: reader.get_tensor(k) for k in reader.keys()}
+    metadata = json.loads(header["metadata"])
+    metadata["model"]["beta"] = 3.0
+    save_file(tensors, path, metadata={**header, "metadata": json.dumps(metadata)})
+    with pytest.raises(ckpt.CheckpointError, match="checksum"):
+        irbm.load(path)
+
+    # A well-formed checkpoint whose recorded dtype is not one we write gets a clear error.
+    metadata["model"]["beta"] = 1.5
+    metadata["dtype"] = "float128"
+    ckpt.write_checkpoint(path, tensors, metadata)
+    with pytest.raises(ckpt.CheckpointError, match="dtype"):
+        irbm.load(path)

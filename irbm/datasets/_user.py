@@ -160,5 +160,6 @@ def _binarize(splits, path, how, threshold, seed) -> list[np.ndarray]:
         bad = x[(x != 0) & (x != 1)]
         if bad.size:
             raise ValueError(f"{path}: {name} has values other than 0 and 1 (e.g. {bad[0]}); "
-                             f"pass binarize='threshold' or 'stochastic' to binarize them")
+                             f"binarize them with binarize='threshold' or 'stochastic' "
+                             f"(command line: --binarize threshold|stochastic)")
     return [x.astype(np.uint8) for x in splits]
