@@ -67,16 +67,18 @@ class Optimizer:
             if self.kind == "adagrad":
                 accumulator = self.accumulators[name]
                 accumulator.addcmul_(gradient, gradient)
-                step = self.lr / (accumulator.sqrt() + self.epsilon)
-                # An element that never had a gradient keeps the plain rate for the L1 prox,
-                # rather than lr / epsilon, which would wipe it at once.
-                step = torch.where(accumulator > 0, step, torch.full_like(step, self.lr))
-                parameter.sub_(step * gradient)
+                denominator = accumulator.sqrt().add_(self.epsilon)
+                parameter.addcdiv_(gradient, denominator, value=-self.lr)
+                if decayed and self.l1:
+                    # The prox uses the same per-element step lr / denominator; an element that
+                    # never had a gradient keeps the plain rate rather than lr / epsilon, which
+                    # would wipe it at once.
+                    denominator.masked_fill_(accumulator == 0, 1.0)
+                    soft_threshold_(parameter, denominator.reciprocal_().mul_(self.lr * self.l1))
             else:
-                step = self.lr
                 parameter.sub_(gradient, alpha=self.lr)
-            if decayed and self.l1:
-                soft_threshold_(parameter, step * self.l1)
+                if decayed and self.l1:
+                    soft_threshold_(parameter, self.lr * self.l1)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         return {name: tensor.clone() for name, tensor in self.accumulators.items()}
@@ -86,6 +88,12 @@ class Optimizer:
 
 
 def soft_threshold_(parameter: torch.Tensor, threshold):
-    """theta <- sign(theta) max(|theta| - threshold, 0), in place: exact zeros for L1."""
-    shrunk = parameter.abs().sub_(threshold).clamp_(min=0)
-    parameter.copy_(parameter.sign().mul_(shrunk))
+    """theta <- sign(theta) max(|theta| - threshold, 0), in place: exact zeros for L1.
+
+    Computed as theta - clamp(theta, -threshold, threshold): where |theta| <= threshold this is
+    theta - theta, exactly 0. ``threshold`` is a float or a tensor shaped like ``parameter``.
+    """
+    if isinstance(threshold, torch.Tensor):
+        parameter.sub_(torch.maximum(torch.minimum(parameter, threshold), threshold.neg()))
+    else:
+        parameter.sub_(parameter.clamp(-threshold, threshold))
