@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
-import numpy as np
 import torch
 from tqdm.auto import tqdm
 
@@ -164,8 +164,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ epochs
     def _as_data(self, data) -> torch.Tensor:
-        data = torch.as_tensor(np.asarray(data) if not isinstance(data, torch.Tensor) else data)
-        return self.model._check_visible(data)
+        return self.model._check_visible(torch.as_tensor(data))
 
     def _initial_chains(self):
         n_chains = self.config.n_chains or self.config.batch_size
@@ -290,17 +289,19 @@ class CheckpointEvery(Callback):
     """Save the training state (and the model alone) into a run directory every few epochs."""
 
     def __init__(self, run_dir, every: int = 1):
-        from pathlib import Path
         self.run_dir, self.every = Path(run_dir), int(every)
+        self.saved_epoch = None
 
     def on_epoch_end(self, trainer, metrics):
         if trainer.epoch % self.every == 0:
             self.save(trainer)
 
     def on_fit_end(self, trainer):
-        self.save(trainer)
+        if self.saved_epoch != trainer.epoch:
+            self.save(trainer)
 
     def save(self, trainer):
+        self.saved_epoch = trainer.epoch
         trainer.save_checkpoint(self.run_dir / ckpt.TRAINER_FILE)
         ckpt.save(trainer.model, self.run_dir / ckpt.MODEL_FILE,
                   extra={"epoch": trainer.epoch})
