@@ -7,7 +7,8 @@ Implements the RBM, the ordered RBM and the infinite RBM of Cote & Larochelle,
 import importlib
 
 from .checkpoint import load, save
-from .models import RBM, EnergyModel, FAMILIES, HiddenState, InfiniteRBM, OrderedRBM, build_model
+from .models import (FAMILIES, RBM, EnergyModel, HiddenState, InfiniteRBM, OrderedRBM, build_model,
+                     register_family)
 from .training import Callback, Trainer
 
 __version__ = "0.1.0"

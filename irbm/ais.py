@@ -18,6 +18,7 @@ Base distributions:
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -27,16 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch.nn import functional
 from tqdm.auto import tqdm
 
-from ._ais_chains import run_chains
+from ._ais_chains import check_path, run_chains
 from ._io import atomic_write
-
-# Pseudo-counts, as a fraction of the number of examples, added to both outcomes of each visible
-# unit before taking the data's base rate: Salakhutdinov & Murray's code adds 5 per 100 examples
-# to the "on" count only; adding them to both keeps every base bias finite.
-BASE_RATE_SMOOTHING = 0.05
 
 
 @dataclass
@@ -104,30 +99,14 @@ def make_betas(n_betas=None, betas=None) -> np.ndarray:
     return betas
 
 
-def data_base_rate(data, model, smoothing: float = BASE_RATE_SMOOTHING) -> torch.Tensor:
-    """c0_j = logit((mean_n v_nj + s) / (1 + 2 s)), shape (n_visible,): the log-odds of the
-    smoothed visible marginals (Salakhutdinov & Murray's base rate)."""
-    data = torch.as_tensor(data)
-    if data.dim() != 2 or data.shape[0] == 0:
-        raise ValueError(f"data must be (N >= 1, {model.n_visible}), got {tuple(data.shape)}")
-    # Chunks: a large uint8 data set is never converted to the model's dtype all at once.
-    counts = sum(model._check_visible(data[start:start + 4096]).double().sum(0)
-                 for start in range(0, data.shape[0], 4096))
-    probability = (counts / data.shape[0] + smoothing) / (1.0 + 2.0 * smoothing)
-    return torch.logit(probability).to(model.W.dtype)
+def data_base_rate(data, model) -> torch.Tensor:
+    """The data base: visible biases c0 (n_visible,) of the smoothed data marginals."""
+    return model.base_visible_bias(data)
 
 
 def base_log_partition(model, base_bias: torch.Tensor) -> float:
-    """ln Z_0 = sum_j softplus(c0_j) - F_hidden(W = 0, b = 0), in float64.
-
-    With W = b = 0 the visible units decouple from the hidden ones, so Z_0 is the product of the
-    visible sums, prod_j (1 + e^{c0_j}), and the hidden sum, exp(-F(v) - v^T c0) at any v: K ln 2
-    for the RBM, ln sum_{z<=K} r^z for the oRBM and ln(r / (1 - r)) for the iRBM (r = 2^(1-beta)).
-    """
-    hidden = model._free_energy_from(torch.zeros(1, dtype=torch.float64),
-                                     torch.zeros(1, model.n_hidden, dtype=torch.float64),
-                                     torch.zeros(model.n_hidden, dtype=torch.float64))
-    return float(functional.softplus(base_bias.double().cpu()).sum() - hidden[0])
+    """ln Z_0 of the base with visible biases ``base_bias`` (n_visible,), in float64."""
+    return model.annealing_path(base_bias).log_base_partition
 
 
 def log_mean_interval(log_weights, n_sigma: float = 3.0) -> tuple[float, float, float]:
@@ -203,7 +182,7 @@ def _save_checkpoint(path, config: str, log_weights, samples, seconds: float):
                  samples=torch.cat(samples).to(torch.uint8).numpy())
 
 
-def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=None, base="model",
+def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=None, base=None,
                            data=None, seed=None, generator=None, device=None, dtype=None,
                            chain_batch_size: int = 1000, checkpoint_path=None,
                            progress: bool = True) -> AISResult:
@@ -249,15 +228,16 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
     if seed is None:
         seed = int(torch.randint(0, 2**62, (1,), generator=generator))
     n_chains, chain_batch_size, seed = int(n_chains), int(chain_batch_size), int(seed)
-    device = torch.device(device) if device is not None else model.W.device
-    dtype = dtype or model.W.dtype
-    if (device, dtype) != (model.W.device, model.W.dtype):
-        model = _converted(model, device, dtype)
+    device = torch.device(device) if device is not None else model.device
+    dtype = dtype or model.dtype
+    if (device, dtype) != (model.device, model.dtype):
+        model = copy.deepcopy(model).to(device=device, dtype=dtype)
     with torch.no_grad():
         base_bias, base_name = _base_bias(model, base, data)
+        check_path(model, model.annealing_path(base_bias))
         log_partition_0 = base_log_partition(model, base_bias)
         config = json.dumps({
-            "model": model.config(), "parameters": _digest(model.W, model.b, model.c),
+            "model": model.config(), "parameters": _digest(*model.state_dict().values()),
             "betas": _digest(torch.from_numpy(betas)), "n_betas": len(betas), "base": base_name,
             "base_bias": _digest(base_bias), "n_chains": n_chains, "seed": seed,
             "chain_batch_size": chain_batch_size, "dtype": str(dtype), "device": device.type})
@@ -269,8 +249,9 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
                   disable=not progress, desc="AIS", unit="step") as bar:
             for batch in range(len(all_log_weights), len(sizes)):
                 started = time.perf_counter()
-                log_weights, samples = run_chains(model, betas_tensor, base_bias, sizes[batch],
-                                                  _batch_seed(seed, batch), bar.update)
+                log_weights, samples = run_chains(model.annealing_path(base_bias), betas_tensor,
+                                                  sizes[batch], _batch_seed(seed, batch),
+                                                  bar.update)
                 all_log_weights.append(log_weights.cpu() + log_partition_0)
                 all_samples.append(samples.cpu())
                 seconds += time.perf_counter() - started
@@ -285,24 +266,20 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
 
 def _base_bias(model, base, data):
     """(c0 (n_visible,) in the model's dtype and device, name of the base)."""
+    if base is None:
+        base = model.default_ais_base
+        if base == "data" and data is None:
+            raise ValueError(f"the default AIS base of a {model.display_name} is the data base "
+                             'rate: pass data (e.g. the training set), or base="model"')
     if isinstance(base, str):
         if base == "model":
-            return model.c.detach().clone(), base
+            return model.base_visible_bias(), base
         if base != "data":
             raise ValueError(f'base must be "model", "data" or a tensor, got {base!r}')
         if data is None:
             raise ValueError('base="data" needs the data argument')
-        return data_base_rate(data, model), base
-    base_bias = torch.as_tensor(base).to(dtype=model.W.dtype, device=model.W.device)
+        return model.base_visible_bias(data), base
+    base_bias = torch.as_tensor(base).to(dtype=model.dtype, device=model.device)
     if base_bias.shape != (model.n_visible,) or not torch.isfinite(base_bias).all():
         raise ValueError(f"base visible biases must be finite, of shape ({model.n_visible},)")
     return base_bias, "custom"
-
-
-def _converted(model, device, dtype):
-    """A copy of ``model`` with its parameters on ``device`` in ``dtype``."""
-    clone = model.__class__(**model._constructor_kwargs(), dtype=dtype, device=device)
-    with torch.no_grad():
-        for name in ("W", "b", "c"):
-            getattr(clone, name).copy_(getattr(model, name))
-    return clone

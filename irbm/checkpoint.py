@@ -19,13 +19,13 @@ from safetensors.torch import load_file
 from safetensors.torch import save as serialize
 
 from ._io import atomic_write
-
 from .models import EnergyModel, build_model
 
 FORMAT = "irbm-checkpoint"
 VERSION = 1
 MODEL_FILE = "model.safetensors"
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+          "float64": torch.float64}
 TRAINER_FILE = "checkpoint.safetensors"
 
 
@@ -39,7 +39,7 @@ def _checksum(tensors: dict[str, torch.Tensor], metadata_json: str) -> str:
     for name in sorted(tensors):
         tensor = tensors[name].detach().contiguous().cpu()
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
-        digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
     return digest.hexdigest()
 
 
@@ -82,7 +82,13 @@ def read_checkpoint(path) -> tuple[dict[str, torch.Tensor], dict]:
 
 
 def model_tensors(model: EnergyModel) -> dict[str, torch.Tensor]:
-    return {f"model.{name}": getattr(model, name) for name in ("W", "b", "c")}
+    """The model's ``state_dict()`` (parameters and buffers such as beta), keys prefixed."""
+    return {f"model.{name}": tensor for name, tensor in model.state_dict().items()}
+
+
+def model_metadata(model: EnergyModel) -> dict:
+    """What rebuilds the model before its tensors are loaded: constructor arguments, dtype."""
+    return {"model": model.config(), "dtype": str(model.dtype).removeprefix("torch.")}
 
 
 def model_from_tensors(tensors, metadata, *, device=None, dtype=None) -> EnergyModel:
@@ -94,17 +100,23 @@ def model_from_tensors(tensors, metadata, *, device=None, dtype=None) -> EnergyM
                                   f"expected one of {sorted(DTYPES)}")
         stored_dtype = DTYPES[metadata.get("dtype", "float32")]
         model = build_model(config, dtype=dtype or stored_dtype, device=device)
+        state = {k.removeprefix("model."): v for k, v in tensors.items() if k.startswith("model.")}
+        # Checkpoints written before beta was a buffer lack it: the constructor set it from the
+        # recorded config. Missing parameters are never filled in.
+        parameters = dict(model.named_parameters())
+        for name, value in model.state_dict().items():
+            if name not in state and name not in parameters:
+                state[name] = value
+        expected = model.state_dict()
+        for name, value in state.items():
+            if name in expected and value.shape != expected[name].shape:
+                raise CheckpointError(f"parameter {name} has shape {tuple(value.shape)}, "
+                                      f"the recorded model needs {tuple(expected[name].shape)}")
         with torch.no_grad():
-            for name in ("W", "b", "c"):
-                value = tensors[f"model.{name}"]
-                target = getattr(model, name)
-                if value.shape != target.shape:
-                    raise CheckpointError(f"parameter {name} has shape {tuple(value.shape)}, "
-                                          f"the recorded model needs {tuple(target.shape)}")
-                target.copy_(value)
+            model.load_state_dict(state)
     except KeyError as error:
         raise CheckpointError(f"checkpoint does not describe a model: missing {error}") from None
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, RuntimeError) as error:
         if isinstance(error, CheckpointError):
             raise
         raise CheckpointError(f"checkpoint describes an invalid model: {error}") from None
@@ -113,8 +125,10 @@ def model_from_tensors(tensors, metadata, *, device=None, dtype=None) -> EnergyM
 
 def save(model: EnergyModel, path, *, extra: dict | None = None):
     """Save a model (constructor arguments + parameters) to ``path`` (.safetensors)."""
-    metadata = {"kind": "model", "model": model.config(),
-                "dtype": str(model.W.dtype).removeprefix("torch."), **(extra or {})}
+    if Path(path).is_dir():
+        raise ValueError(f"{path} is a directory: give a file path such as "
+                         f"{Path(path) / MODEL_FILE}")
+    metadata = {"kind": "model", **model_metadata(model), **(extra or {})}
     write_checkpoint(path, model_tensors(model), metadata)
 
 

@@ -32,8 +32,7 @@ def free_energies(model, data, *, batch_size: int = 4096) -> torch.Tensor:
     parts = []
     with torch.no_grad():
         for start in range(0, data.shape[0], int(batch_size)):
-            rows = model._check_visible(data[start:start + int(batch_size)])
-            parts.append(model._free_energy(rows).double().cpu())
+            parts.append(model.free_energy(data[start:start + int(batch_size)]).double().cpu())
     return torch.cat(parts)
 
 
@@ -86,7 +85,7 @@ class NLLEstimate:
     log_partition: AISResult
 
 
-def ais_nll(model, data, *, n_chains: int = 100, n_betas=None, betas=None, base: str = "model",
+def ais_nll(model, data, *, n_chains: int = 100, n_betas=None, betas=None, base=None,
             base_data=None, batch_size: int = 4096, **ais_options) -> NLLEstimate:
     """mean_n [F(v_n) + ln Z-hat] with ln Z-hat from `irbm.ais.estimate_log_partition`.
 
@@ -96,15 +95,16 @@ def ais_nll(model, data, *, n_chains: int = 100, n_betas=None, betas=None, base:
     ----------
     model : EnergyModel
     data : Tensor or array (N, n_visible), binary: the set whose NLL is wanted.
-    n_chains, n_betas, betas, base : as in `estimate_log_partition`.
+    n_chains, n_betas, betas, base : as in `estimate_log_partition` (default base: the
+        family's ``default_ais_base``).
     base_data : (M, n_visible), optional
-        Data for the base rate when ``base="data"``; defaults to ``data`` itself (any base
+        Data for the base rate when the base is "data"; defaults to ``data`` itself (any base
         keeps the estimate of Z unbiased, so this leaks nothing into the NLL).
     batch_size : int
         Rows per free-energy evaluation.
     **ais_options : seed, generator, device, dtype, chain_batch_size, checkpoint_path, progress.
     """
-    if base == "data" and base_data is None:
+    if base_data is None:  # the data base (the default of most families) needs data
         base_data = data
     result = estimate_log_partition(model, n_chains, n_betas, betas=betas, base=base,
                                     data=base_data, **ais_options)

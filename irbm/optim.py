@@ -1,17 +1,18 @@
 """Parameter updates: SGD and ADAGRAD, L2 weight decay, and L1 as a proximal soft-threshold.
 
-The update works on named tensors rather than torch.optim so that its state can follow a model
-whose hidden layer grows and shrinks (the iRBM): `sync` pads or truncates the per-element
-accumulators to the current parameter shapes, new units starting with empty accumulators.
+The update works on a model's named parameters rather than torch.optim so that its state can
+follow the hidden layer when it grows, shrinks or is permuted: `relayout_hidden` applies to the
+accumulators the same index as `EnergyModel.relayout_hidden` to the parameters. Which parameters
+take L1/L2 and which follow the hidden units comes from the model's `parameter_specs`.
 """
 
 from __future__ import annotations
 
 import torch
 
+from .models import EnergyModel, take_units
+
 OPTIMIZERS = ("adagrad", "sgd")
-# Parameters that weight decay applies to (not the visible biases c, as in the paper's code).
-DECAYED = ("W", "b")
 
 
 class Optimizer:
@@ -25,7 +26,8 @@ class Optimizer:
     kind : {"adagrad", "sgd"}
     lr : float
     l1, l2 : float
-        Regularization factors on W and b.
+        Regularization factors on the parameters whose spec has ``decay`` (the hidden weights
+        and biases, not the visible biases, as in the paper's code).
     epsilon : float
         ADAGRAD's epsilon (the paper: 1e-6).
     """
@@ -34,34 +36,43 @@ class Optimizer:
         if kind not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {kind!r}")
         for name, value in (("lr", lr), ("l1", l1), ("l2", l2), ("epsilon", epsilon)):
-            if not value >= 0:
-                raise ValueError(f"{name} must be >= 0, got {value}")
+            if not (value >= 0 and value < float("inf")):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
         if lr == 0:
             raise ValueError("lr must be > 0")
+        if kind == "adagrad" and epsilon == 0:
+            raise ValueError("ADAGRAD's epsilon must be > 0 (the paper uses 1e-6): it keeps the "
+                             "first step of a parameter with a zero gradient finite")
         self.kind, self.lr, self.l1, self.l2, self.epsilon = kind, lr, l1, l2, epsilon
         self.accumulators: dict[str, torch.Tensor] = {}
 
-    def sync(self, parameters: dict[str, torch.Tensor]):
-        """Pad (with zeros) or truncate each accumulator along dim 0 to its parameter's shape."""
+    def sync(self, model: EnergyModel):
+        """Create missing accumulators (zeros) and check the others match their parameters."""
         if self.kind != "adagrad":
             return
-        for name, parameter in parameters.items():
+        for name, parameter in model.named_parameters():
             old = self.accumulators.get(name)
             if old is None:
                 self.accumulators[name] = torch.zeros_like(parameter)
             elif old.shape != parameter.shape:
-                new = torch.zeros_like(parameter)
-                rows = min(old.shape[0], parameter.shape[0])
-                new[:rows] = old[:rows]
-                self.accumulators[name] = new
+                raise ValueError(f"optimizer state for {name} has shape {tuple(old.shape)}, the "
+                                 f"parameter {tuple(parameter.shape)}: change hidden layouts "
+                                 "through Trainer.relayout_hidden")
+
+    def relayout_hidden(self, model: EnergyModel, index: torch.Tensor):
+        """Move per-unit accumulators with their units (`EnergyModel.relayout_hidden`'s index);
+        new units (index < 0) start with empty accumulators."""
+        for name, spec in model.parameter_specs.items():
+            if spec.per_unit and name in self.accumulators:
+                self.accumulators[name] = take_units(self.accumulators[name], index)
 
     @torch.no_grad()
-    def step(self, parameters: dict[str, torch.Tensor], gradients: dict[str, torch.Tensor]):
-        """Update ``parameters`` in place from ``gradients`` (same names and shapes)."""
-        self.sync(parameters)
-        for name, parameter in parameters.items():
+    def step(self, model: EnergyModel, gradients: dict[str, torch.Tensor]):
+        """Update the parameters of ``model`` in place from ``gradients`` (one per parameter)."""
+        self.sync(model)
+        for name, parameter in model.named_parameters():
             gradient = gradients[name]
-            decayed = name in DECAYED
+            decayed = model.parameter_specs[name].decay
             if decayed and self.l2:
                 gradient = gradient + self.l2 * parameter
             if self.kind == "adagrad":

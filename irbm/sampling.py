@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
-from .models import EnergyModel
+from .models import EnergyModel, bernoulli
 
 INITIALIZATIONS = ("random", "data")
 
@@ -94,18 +94,15 @@ def sample(model: EnergyModel, n_samples: int | None, n_steps: int, *, init="ran
     n_steps = _positive_int(n_steps, "n_steps")
     if every is not None:
         every = _positive_int(every, "every")
-    if z_max_init and model.family == "rbm":
-        raise ValueError("z_max_init=True needs a model with a z variable (orbm or irbm); "
-                         "the RBM has none")
-    generator = _as_generator(generator, model.W.device)
+    if z_max_init and not model.has_z:
+        raise ValueError(f"z_max_init=True needs a model with a z variable; a "
+                         f"{model.display_name} has none")
+    generator = _as_generator(generator, model.device)
 
-    with torch.no_grad():
+    with torch.no_grad(), model.trusted_inputs():  # the start is validated once, below
         visible = _initial_visibles(model, n_samples, init, data, generator)
-        # The public method validates z once; the loop below uses the fast internal paths.
-        if z_max_init:
-            state = model.sample_hidden(visible, generator, z=model.n_hidden)
-        else:
-            state = model._sample_hidden(visible, generator)
+        state = model.sample_hidden(visible, generator,
+                                    z=model.n_hidden if z_max_init else None)
 
         # Each step allocates new tensors, so keeping references is enough (no copies).
         snapshots = [visible] if every is not None else None
@@ -113,9 +110,9 @@ def sample(model: EnergyModel, n_samples: int | None, n_steps: int, *, init="ran
         for step in tqdm(range(1, n_steps + 1), disable=not progress, desc="Gibbs sampling",
                          unit="step", leave=False):
             if step > 1:
-                state = model._sample_hidden(visible, generator)
-            mean_visible = model._mean_visibles(state.h)
-            visible = model._bernoulli(mean_visible, generator)
+                state = model.sample_hidden(visible, generator)
+            mean_visible = model.mean_visibles(state)
+            visible = bernoulli(mean_visible, generator)
             if every is not None and (step % every == 0 or step == n_steps):
                 snapshots.append(mean_visible if return_probabilities else visible)
                 steps_kept.append(step)
@@ -139,9 +136,9 @@ def _initial_visibles(model, n_samples, init, data, generator) -> torch.Tensor:
             raise ValueError(f"n_samples is required with init={init!r}")
         n_samples = _positive_int(n_samples, "n_samples")
         if init == "random":
-            half = torch.full((n_samples, model.n_visible), 0.5, dtype=model.W.dtype,
-                              device=model.W.device)
-            return model._bernoulli(half, generator)
+            half = torch.full((n_samples, model.n_visible), 0.5, dtype=model.dtype,
+                              device=model.device)
+            return bernoulli(half, generator)
         if data is None:
             raise ValueError("init='data' needs the data argument (binary examples to start from)")
         data = _checked(model, data, "data")
@@ -160,7 +157,8 @@ def _initial_visibles(model, n_samples, init, data, generator) -> torch.Tensor:
 def _checked(model, values, name) -> torch.Tensor:
     """The model's own input check, with the argument's name in the message."""
     try:
-        return model._check_visible(values)
+        with model.validation():
+            return model.check_visible(values)
     except ValueError as error:
         raise ValueError(f"{name}: {error}") from None
 

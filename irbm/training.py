@@ -8,6 +8,7 @@ units when L1 is on (only the iRBM shrinks). Logging, evaluation and checkpoints
 
 from __future__ import annotations
 
+import numbers
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,9 +40,23 @@ class TrainingConfig:
 
 
 class Callback:
-    """Hooks called by `Trainer.fit`; subclass and override what you need."""
+    """Hooks called by `Trainer.fit`; subclass and override what you need.
+
+    A training strategy is a callback: ``on_update_start`` may change the model (through
+    `Trainer.relayout_hidden` for the hidden layout, so the optimizer state follows), and
+    ``on_hidden_layout`` lets a callback keep per-unit statistics aligned with the units.
+    """
 
     def on_fit_start(self, trainer: "Trainer"):
+        pass
+
+    def on_update_start(self, trainer: "Trainer", batch: torch.Tensor):
+        pass
+
+    def on_update_end(self, trainer: "Trainer", batch: torch.Tensor):
+        pass
+
+    def on_hidden_layout(self, trainer: "Trainer", index: torch.Tensor):
         pass
 
     def on_epoch_end(self, trainer: "Trainer", metrics: dict):
@@ -80,7 +95,8 @@ class Trainer:
     batch_size : int
     optimizer : {"adagrad", "sgd"}
     lr, l1, l2 : float
-        Learning rate and regularization factors on W and b (L1 as a proximal step).
+        Learning rate and regularization factors on the hidden weights and biases (L1 as a
+        proximal step).
     seed : int
         Seeds the Gibbs sampler and the minibatch order.
     device : torch.device or str, optional
@@ -94,14 +110,12 @@ class Trainer:
     def __init__(self, model: EnergyModel, *, cd_k=10, persistent=True, batch_size=64,
                  optimizer="adagrad", lr=0.03, l1=0.0, l2=0.0, seed=1234, device=None,
                  n_chains=None, epsilon=1e-6, progress=True):
-        if int(cd_k) < 1:
-            raise ValueError(f"cd_k must be >= 1, got {cd_k}")
-        if int(batch_size) < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.config = TrainingConfig(int(cd_k), bool(persistent), int(batch_size), optimizer,
-                                     float(lr), float(l1), float(l2), float(epsilon),
-                                     None if n_chains is None else int(n_chains), int(seed))
-        self.device = torch.device(device) if device is not None else model.W.device
+        cd_k, batch_size = _count(cd_k, "cd_k"), _count(batch_size, "batch_size")
+        n_chains = None if n_chains is None else _count(n_chains, "n_chains")
+        self.config = TrainingConfig(cd_k, bool(persistent), batch_size, optimizer, float(lr),
+                                     float(l1), float(l2), float(epsilon), n_chains,
+                                     int(seed))
+        self.device = torch.device(device) if device is not None else model.device
         self.model = model.to(self.device)
         self.optimizer = Optimizer(optimizer, lr=lr, l1=l1, l2=l2, epsilon=epsilon)
         self.progress = progress
@@ -110,6 +124,7 @@ class Trainer:
         self.gibbs_generator = torch.Generator(device=self.device).manual_seed(int(seed))
         self.order_generator = torch.Generator().manual_seed(int(seed) + 1)
         self.chains = None
+        self.callbacks: list[Callback] = []
         self.stop_training = False
 
     # ------------------------------------------------------------------ properties
@@ -121,20 +136,25 @@ class Trainer:
     def history(self) -> list[dict]:
         return self.state.history
 
-    def _parameters(self) -> dict[str, torch.Tensor]:
-        return {"W": self.model.W, "b": self.model.b, "c": self.model.c}
-
     # ------------------------------------------------------------------ one update
-    def _negative_phase(self, batch) -> tuple[torch.Tensor, int | None]:
+    def relayout_hidden(self, index: torch.Tensor):
+        """Apply a hidden-unit layout (`EnergyModel.relayout_hidden`) to the model, the
+        optimizer state and the callbacks, so that everything per unit stays aligned."""
+        self.model.relayout_hidden(index)
+        self.optimizer.relayout_hidden(self.model, index)
+        for callback in self.callbacks:
+            callback.on_hidden_layout(self, index)
+
+    def _negative_phase(self, batch) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Run cd_k Gibbs steps from the persistent chains (PCD) or the batch (CD); return
-        the chains' end and the largest z sampled on the way."""
+        the chains' end and the largest z sampled on the way (a tensor: no host sync here)."""
         chains = self.chains if self.config.persistent else batch
         largest_z = None
         for _ in range(self.config.cd_k):
-            chains, state = self.model._gibbs_step(chains, self.gibbs_generator)
+            chains, state = self.model.gibbs_step(chains, self.gibbs_generator)
             if state.z is not None:
-                step_max = int(state.z.max())
-                largest_z = step_max if largest_z is None else max(largest_z, step_max)
+                step_max = state.z.max()
+                largest_z = step_max if largest_z is None else torch.maximum(largest_z, step_max)
         if self.config.persistent:
             self.chains = chains
         return chains, largest_z
@@ -144,31 +164,46 @@ class Trainer:
         stacked = torch.cat([batch, negatives])
         row_weights = torch.cat([batch.new_full((batch.shape[0],), 1.0 / batch.shape[0]),
                                  batch.new_full((negatives.shape[0],), -1.0 / negatives.shape[0])])
-        return self.model._free_energy_gradients(stacked, row_weights, self.gibbs_generator)
+        return self.model.weighted_gradients(stacked, row_weights, self.gibbs_generator)
 
     @torch.no_grad()
     def update(self, batch: torch.Tensor):
-        """One parameter update from a minibatch (N, n_visible) already on the device."""
-        negatives, largest_z = self._negative_phase(batch)
-        gradients, z = self._gradients(batch, negatives)
-        if z is not None:
-            largest_z = max(largest_z or 0, int(z.max()))
-        if self.model.adapt_size(largest_z):
-            # The new unit takes its first step now: its gradient is non-zero even though its
-            # parameters are (the authors' behaviour), so recompute with the grown model.
-            gradients, _ = self._gradients(batch, negatives)
-        self.optimizer.step(self._parameters(), gradients)
-        if self.config.l1 and self.model.prune():
-            self.optimizer.sync(self._parameters())
+        """One parameter update from a minibatch (N, n_visible) of 0/1 values."""
+        batch = self.model.check_visible(batch).to(self.device)
+        if self.chains is None:
+            self.chains = self._initial_chains()
+            self.optimizer.sync(self.model)
+        for callback in self.callbacks:
+            callback.on_update_start(self, batch)
+        with self.model.trusted_inputs():
+            negatives, largest_z = self._negative_phase(batch)
+            gradients, z = self._gradients(batch, negatives)
+            if z is not None:
+                largest_z = z.max() if largest_z is None else torch.maximum(largest_z, z.max())
+            growth = self.model.growth_layout(None if largest_z is None else int(largest_z))
+            if growth is not None:
+                self.relayout_hidden(growth)
+                # The new unit takes its first step now: its gradient is non-zero even though its
+                # parameters are (the authors' behaviour), so recompute with the grown model.
+                gradients, _ = self._gradients(batch, negatives)
+        self.optimizer.step(self.model, gradients)
+        if self.config.l1 and (pruning := self.model.pruning_layout()) is not None:
+            self.relayout_hidden(pruning)
         self.state.updates += 1
+        for callback in self.callbacks:
+            callback.on_update_end(self, batch)
 
     # ------------------------------------------------------------------ epochs
     def _as_data(self, data) -> torch.Tensor:
-        return self.model._check_visible(torch.as_tensor(data))
+        data = torch.as_tensor(data)
+        if data.dim() != 2 or data.shape[0] == 0:
+            raise ValueError(f"training data must be a non-empty (N, {self.model.n_visible}) "
+                             f"array, got shape {tuple(data.shape)}")
+        return self.model.check_visible(data)
 
     def _initial_chains(self):
         n_chains = self.config.n_chains or self.config.batch_size
-        return torch.zeros(n_chains, self.model.n_visible, dtype=self.model.W.dtype,
+        return torch.zeros(n_chains, self.model.n_visible, dtype=self.model.dtype,
                            device=self.device)
 
     @torch.no_grad()
@@ -176,14 +211,15 @@ class Trainer:
         """Mean reconstruction error (squared, per example) and mean free energies."""
         monitor = train[:_MONITOR_ROWS]
         generator = torch.Generator(device=self.device).manual_seed(self.config.seed + 2)
-        state = self.model._sample_hidden(monitor, generator)
-        reconstruction = self.model._mean_visibles(state.h)
-        metrics = {
-            "reconstruction_error": float(((monitor - reconstruction) ** 2).sum(1).mean()),
-            "train_free_energy": float(self.model._free_energy(monitor).mean()),
-        }
-        if valid is not None:
-            metrics["valid_free_energy"] = float(self.model._free_energy(valid).mean())
+        with self.model.trusted_inputs():
+            state = self.model.sample_hidden(monitor, generator)
+            reconstruction = self.model.mean_visibles(state)
+            metrics = {
+                "reconstruction_error": float(((monitor - reconstruction) ** 2).sum(1).mean()),
+                "train_free_energy": float(self.model.free_energy(monitor).mean()),
+            }
+            if valid is not None:
+                metrics["valid_free_energy"] = float(self.model.free_energy(valid).mean())
         return metrics
 
     def fit(self, train, epochs: int, *, valid=None, callbacks=()) -> list[dict]:
@@ -197,12 +233,14 @@ class Trainer:
         valid : Tensor or ndarray (M, n_visible), optional
         callbacks : iterable of Callback or callables ``f(trainer, metrics)``
         """
+        epochs = _count(epochs, "epochs", minimum=0)
         train = self._as_data(train)
         valid = None if valid is None else self._as_data(valid)
         callbacks = [c if isinstance(c, Callback) else _FunctionCallback(c) for c in callbacks]
+        self.callbacks = callbacks
         if self.chains is None:
             self.chains = self._initial_chains()
-        self.optimizer.sync(self._parameters())
+        self.optimizer.sync(self.model)
         self.stop_training = False
         for callback in callbacks:
             callback.on_fit_start(self)
@@ -211,8 +249,10 @@ class Trainer:
         while self.epoch < epochs and not self.stop_training:
             start = time.perf_counter()
             order = torch.randperm(train.shape[0], generator=self.order_generator)
-            for first in range(0, train.shape[0], self.config.batch_size):
-                self.update(train[order[first:first + self.config.batch_size].to(self.device)])
+            with self.model.trusted_inputs():  # checked once above
+                for first in range(0, train.shape[0], self.config.batch_size):
+                    self.update(train[order[first:first + self.config.batch_size]
+                                      .to(self.device)])
             self.state.epoch += 1
             if self.model.n_hidden != self.size_history[-1][1]:
                 self.size_history.append((self.epoch, self.model.n_hidden))
@@ -229,6 +269,7 @@ class Trainer:
         bar.close()
         for callback in callbacks:
             callback.on_fit_end(self)
+        self.callbacks = []
         return self.history
 
     # ------------------------------------------------------------------ checkpoints
@@ -240,8 +281,7 @@ class Trainer:
             tensors["trainer.chains"] = self.chains
         tensors["rng.gibbs"] = self.gibbs_generator.get_state()
         tensors["rng.order"] = self.order_generator.get_state()
-        metadata = {"kind": "trainer", "model": self.model.config(),
-                    "dtype": str(self.model.W.dtype).removeprefix("torch."),
+        metadata = {"kind": "trainer", **ckpt.model_metadata(self.model),
                     "training": asdict(self.config), "epoch": self.state.epoch,
                     "updates": self.state.updates, "history": self.state.history,
                     "size_history": self.size_history}
@@ -277,7 +317,7 @@ class Trainer:
             {k.removeprefix("optimizer."): v.to(trainer.device)
              for k, v in tensors.items() if k.startswith("optimizer.")})
         if "trainer.chains" in tensors:
-            trainer.chains = tensors["trainer.chains"].to(trainer.device, model.W.dtype)
+            trainer.chains = tensors["trainer.chains"].to(trainer.device, model.dtype)
         trainer.gibbs_generator.set_state(tensors["rng.gibbs"])
         trainer.order_generator.set_state(tensors["rng.order"])
         trainer.state = _State(metadata["epoch"], metadata["updates"], metadata["history"])
@@ -305,3 +345,11 @@ class CheckpointEvery(Callback):
         trainer.save_checkpoint(self.run_dir / ckpt.TRAINER_FILE)
         ckpt.save(trainer.model, self.run_dir / ckpt.MODEL_FILE,
                   extra={"epoch": trainer.epoch})
+
+
+def _count(value, name, minimum: int = 1) -> int:
+    """An integer setting >= minimum, refusing bools, NaN and floats with a fraction."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value \
+            or not float(value).is_integer() or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)

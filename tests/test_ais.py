@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch.nn import functional
 
-from irbm import EnergyModel, InfiniteRBM, OrderedRBM, RBM
+from irbm import InfiniteRBM, OrderedRBM, RBM
+from irbm.models import BipartiteModel
 from irbm import ais
 from irbm.ais import (base_log_partition, convergence_curve, estimate_log_partition,
                       log_mean_interval, make_betas)
@@ -109,20 +110,26 @@ def test_float32_model_and_hook_only_family():
     hooks both estimate the exact log Z."""
     model = make_model("rbm", scale=0.7, seed=5)
     exact = model.log_partition_exact()
-    result = estimate_log_partition(model, 200, 3000, seed=2, progress=False)
+    result = estimate_log_partition(model, 200, 3000, seed=2, progress=False, base="model")
     assert result.log_weights.dtype == torch.float64 and abs(result.log_z - exact) < 0.05
     promoted = estimate_log_partition(model, 200, 3000, seed=2, progress=False, device="cpu",
-                                      dtype=torch.float64)
+                                      dtype=torch.float64, base="model")
     assert promoted.samples.dtype == torch.float64 and model.W.dtype == torch.float32
     assert abs(promoted.log_z - exact) < 0.05 and promoted.log_z != result.log_z
 
-    class HookOnly(EnergyModel):  # an RBM that AIS cannot recognize as one
-        _free_energy_from = RBM._free_energy_from
+    class HookOnly(BipartiteModel):  # an RBM on the generic (unfused) annealing path
+        family, display_name = "hook-only-rbm", "hook-only RBM"
+        _hidden_log_sum = RBM._hidden_log_sum
         _sample_hidden_from = RBM._sample_hidden_from
+        _mean_hiddens = RBM._mean_hiddens
+        weighted_gradients = RBM.weighted_gradients
+        _n_hidden_terms = RBM._n_hidden_terms
+        _log_partition_by_hidden = RBM._log_partition_by_hidden
 
     hook_only = HookOnly(N_VISIBLE, N_HIDDEN, dtype=torch.float64)
     hook_only.load_state_dict(model.state_dict())
-    result = estimate_log_partition(hook_only, 200, 3000, seed=2, progress=False)
+    assert abs(hook_only.log_partition_exact() - exact) < 1e-5  # float32 parameters
+    result = estimate_log_partition(hook_only, 200, 3000, seed=2, progress=False, base="model")
     assert abs(result.log_z - exact) < 0.05 and result.log_z_low <= exact <= result.log_z_high
 
 
@@ -184,7 +191,8 @@ def test_convergence_curve_uses_chain_prefixes():
 # ---------------------------------------------------------------------- resume, reproducibility
 def test_resume_gives_the_same_log_weights(tmp_path, monkeypatch):
     model = make_model("irbm", scale=0.5, dtype=torch.float64)
-    options = dict(n_chains=40, n_betas=50, seed=3, chain_batch_size=10, progress=False)
+    options = dict(n_chains=40, n_betas=50, seed=3, chain_batch_size=10, progress=False,
+                   base="model")
     uninterrupted = estimate_log_partition(model, **options)
     path = tmp_path / "ais.npz"
     original, calls = ais.run_chains, []
@@ -218,10 +226,10 @@ def test_resume_gives_the_same_log_weights(tmp_path, monkeypatch):
 
 def test_seed_and_generator_reproduce():
     model = make_model("orbm", scale=0.5, dtype=torch.float64)
-    first = estimate_log_partition(model, 8, 20, seed=5, progress=False)
-    second = estimate_log_partition(model, 8, 20, seed=5, progress=False)
+    first = estimate_log_partition(model, 8, 20, seed=5, progress=False, base="model")
+    second = estimate_log_partition(model, 8, 20, seed=5, progress=False, base="model")
     assert torch.equal(first.log_weights, second.log_weights)
-    by_generator = [estimate_log_partition(model, 8, 20, progress=False,
+    by_generator = [estimate_log_partition(model, 8, 20, progress=False, base="model",
                                            generator=torch.Generator().manual_seed(9))
                     for _ in range(2)]
     assert torch.equal(by_generator[0].log_weights, by_generator[1].log_weights)
@@ -236,7 +244,8 @@ def test_bad_schedules_raise(betas):
     with pytest.raises(ValueError):
         make_betas(betas=betas)
     with pytest.raises(ValueError):
-        estimate_log_partition(make_model("rbm"), 4, betas=betas, seed=0, progress=False)
+        estimate_log_partition(make_model("rbm"), 4, betas=betas, seed=0, progress=False,
+                               base="model")
 
 
 @pytest.mark.parametrize("arguments", [dict(n_betas=1), dict(n_betas=2.5), dict(n_betas=True),
@@ -248,7 +257,7 @@ def test_bad_schedules_raise(betas):
 def test_bad_arguments_raise(arguments):
     arguments = {"n_chains": 4, **arguments}
     with pytest.raises(ValueError):
-        estimate_log_partition(make_model("rbm"), progress=False, **arguments)
+        estimate_log_partition(make_model("rbm"), progress=False, base="model", **arguments)
 
 
 def test_default_schedule_is_the_authors():

@@ -61,7 +61,7 @@ def _params_of(model) -> Params:
     """The model's parameters as float64 numpy (float32 models: their rounded values), so that
     references describe exactly the model under test."""
     return Params(model.family, *(getattr(model, n).detach().double().numpy() for n in "Wbc"),
-                  getattr(model, "beta", None))
+                  None if getattr(model, "beta", None) is None else float(model.beta))
 
 
 # --------------------------------------------------------------------------- huge weights

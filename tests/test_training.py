@@ -120,38 +120,51 @@ def test_orbm_trains_units_left_to_right():
 
 
 # ---------------------------------------------------------------------------- optimizer
+def _model_with(W, c=None):
+    """An RBM whose W is ``W`` (K, D), b = 0 and c = ``c`` (default 0)."""
+    model = irbm.RBM(W.shape[1], W.shape[0], dtype=W.dtype)
+    with torch.no_grad():
+        model.W.copy_(W)
+        model.b.zero_()
+        model.c.copy_(torch.zeros(W.shape[1], dtype=W.dtype) if c is None else c)
+    return model
+
+
+def _only_w(model, gradient):
+    return {"W": gradient, "b": torch.zeros_like(model.b), "c": torch.zeros_like(model.c)}
+
+
 def test_sgd_and_adagrad_steps_match_hand_computation():
     generator = torch.Generator().manual_seed(3)
     parameter = torch.randn(4, 3, generator=generator, dtype=torch.float64)
     gradients = [torch.randn(4, 3, generator=generator, dtype=torch.float64) for _ in range(3)]
     lr, l2, eps = 0.1, 0.01, 1e-6
 
-    sgd = {"W": parameter.clone()}
+    sgd = _model_with(parameter)
     optimizer = Optimizer("sgd", lr=lr, l2=l2)
     expected = parameter.clone()
     for g in gradients:
-        optimizer.step(sgd, {"W": g})
+        optimizer.step(sgd, _only_w(sgd, g))
         expected = expected - lr * (g + l2 * expected)
-    torch.testing.assert_close(sgd["W"], expected)
+    torch.testing.assert_close(sgd.W.detach(), expected)
 
-    adagrad = {"W": parameter.clone()}
+    adagrad = _model_with(parameter)
     optimizer = Optimizer("adagrad", lr=lr, l2=l2, epsilon=eps)
     expected, accumulator = parameter.clone(), torch.zeros_like(parameter)
     for g in gradients:
-        optimizer.step(adagrad, {"W": g})
+        optimizer.step(adagrad, _only_w(adagrad, g))
         full = g + l2 * expected
         accumulator = accumulator + full**2
         expected = expected - lr / (accumulator.sqrt() + eps) * full
-    torch.testing.assert_close(adagrad["W"], expected)
+    torch.testing.assert_close(adagrad.W.detach(), expected)
 
 
 def test_l1_is_a_proximal_step_giving_exact_zeros():
-    parameters = {"W": torch.tensor([[0.05, -0.05, 1.0, -1.0]]), "c": torch.tensor([0.05])}
-    gradients = {"W": torch.zeros(1, 4), "c": torch.zeros(1)}
-    Optimizer("sgd", lr=1.0, l1=0.1).step(parameters, gradients)
-    torch.testing.assert_close(parameters["W"], torch.tensor([[0.0, 0.0, 0.9, -0.9]]))
-    assert parameters["W"][0, 0].item() == 0.0  # exactly zero, not tiny
-    torch.testing.assert_close(parameters["c"], torch.tensor([0.05]))  # c is not decayed
+    model = _model_with(torch.tensor([[0.05, -0.05, 1.0, -1.0]]), torch.full((4,), 0.05))
+    Optimizer("sgd", lr=1.0, l1=0.1).step(model, _only_w(model, torch.zeros(1, 4)))
+    torch.testing.assert_close(model.W.detach(), torch.tensor([[0.0, 0.0, 0.9, -0.9]]))
+    assert model.W[0, 0].item() == 0.0  # exactly zero, not tiny
+    torch.testing.assert_close(model.c.detach(), torch.full((4,), 0.05))  # c is not decayed
 
 
 def test_optimizer_rejects_bad_settings():
@@ -289,7 +302,7 @@ def test_written_files_follow_the_umask(tmp_path):
 
 
 def test_pruning_removes_only_zero_units_and_keeps_the_distribution():
-    """prune() drops trailing all-zero units and nothing else: exact NLL is unchanged, and a
+    """shrink() drops trailing all-zero units and nothing else: exact NLL is unchanged, and a
     unit with a single non-zero weight stops it."""
     model = irbm.InfiniteRBM(N_VISIBLE, n_hidden=6, dtype=torch.float64)
     generator = torch.Generator().manual_seed(5)
@@ -299,9 +312,9 @@ def test_pruning_removes_only_zero_units_and_keeps_the_distribution():
         model.W[3, 4] = 1e-12  # alive, however small
     data = prototype_data(n_rows=30)
     before = model.log_likelihood_exact(data)
-    assert model.prune() == 2 and model.n_hidden == 4
+    assert model.shrink() == 2 and model.n_hidden == 4
     torch.testing.assert_close(model.log_likelihood_exact(data), before, rtol=0, atol=1e-12)
-    assert model.prune() == 0
+    assert model.shrink() == 0
 
 
 def test_tampered_metadata_is_detected(tmp_path):

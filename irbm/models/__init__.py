@@ -1,22 +1,21 @@
-"""Model families: one file each, behind the interface of `_base.EnergyModel`."""
+"""Model families: one file each, behind the abstract interface `EnergyModel`.
 
-from ._base import EnergyModel, HiddenState
+A new family subclasses `EnergyModel` (or `BipartiteModel`, or a built-in family), sets its class
+attributes (``family``, ``display_name``, ``parameter_specs``, ...) and decorates itself with
+`register_family`; training, checkpoints, AIS, evaluation, sampling, plots and the CLI then work
+for it without any other change.
+"""
+
+from ._annealing import AnnealingPath, UniformSource
+from ._base import (EnergyModel, HiddenState, ParameterSpec, bernoulli, binary_configurations,
+                    take_units)
+from ._bipartite import BipartiteModel, BipartitePath
+from ._registry import FAMILIES, build_model, family_class, register_family
 from .infinite import InfiniteRBM
 from .ordered import OrderedRBM
 from .rbm import RBM
 
-FAMILIES = {"rbm": RBM, "orbm": OrderedRBM, "irbm": InfiniteRBM}
-
-
-def build_model(config: dict, *, dtype=None, device=None) -> EnergyModel:
-    """Rebuild a model from ``model.config()`` (a dict with a "family" key)."""
-    config = dict(config)
-    family = config.pop("family", None)
-    if family not in FAMILIES:
-        raise ValueError(f"unknown model family {family!r}; expected one of {sorted(FAMILIES)}")
-    extra = {} if dtype is None else {"dtype": dtype}
-    return FAMILIES[family](**config, **extra, device=device)
-
-
-__all__ = ["EnergyModel", "HiddenState", "RBM", "OrderedRBM", "InfiniteRBM", "FAMILIES",
-           "build_model"]
+__all__ = ["EnergyModel", "BipartiteModel", "HiddenState", "ParameterSpec", "AnnealingPath",
+           "BipartitePath", "UniformSource", "RBM", "OrderedRBM", "InfiniteRBM", "FAMILIES",
+           "build_model", "family_class", "register_family", "binary_configurations",
+           "take_units", "bernoulli"]

@@ -1,23 +1,43 @@
-"""The interface shared by every model family, and the input checks they all use.
+"""The interface every model family implements, and what all families share.
 
-Every family is an energy-based model over binary vectors v of shape (N, n_visible) with
-parameters W (n_hidden, n_visible), b (n_hidden,) and c (n_visible,). The trainer, AIS and
-the command line only use what is declared here, so a new family plugs in by implementing
-the abstract methods.
+A family is an energy model over binary vectors v of shape (N, n_visible) with a layer of hidden
+units. It declares its parameters (`parameter_specs`: which ones are per hidden unit, which take
+weight decay), its free energy, its conditionals, one Gibbs step, its exact log-partition on tiny
+models, its gradients, and its annealing path for AIS. The trainer, optimizer, checkpoints, AIS,
+evaluation, sampling and plots use only this interface, so a new family is one file that
+subclasses `EnergyModel` (or a built-in family) and registers itself with `register_family`.
 """
 
 from __future__ import annotations
 
-import math
+import abc
+import contextlib
+import copy
+import inspect
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
 
 # Largest number of terms `log_partition_exact` agrees to sum.
 MAX_EXACT_TERMS = 2**24
-# Rows of an enumeration processed at once, to bound memory.
-_ENUMERATION_CHUNK = 2**14
+
+
+@dataclass(frozen=True)
+class ParameterSpec:
+    """How the trainer treats one parameter.
+
+    Attributes
+    ----------
+    per_unit : bool
+        Dimension 0 indexes hidden units: the parameter is resized and permuted with them.
+    decay : bool
+        L1 and L2 regularization apply to it.
+    """
+
+    per_unit: bool
+    decay: bool
 
 
 @dataclass
@@ -29,66 +49,198 @@ class HiddenState:
     h : Tensor (N, n_hidden)
         Binary hidden units; for the ordered models units beyond z are 0.
     z : LongTensor (N,) or None
-        Number of selected units (1-based), None for the RBM. For the iRBM, ``z == n_hidden + 1``
-        means "beyond the trained units": z fell in the geometric tail.
+        Number of selected units (1-based), None for families without z. For the iRBM,
+        ``z == n_hidden + 1`` means "beyond the trained units": z fell in the geometric tail.
     """
 
     h: torch.Tensor
     z: torch.Tensor | None = None
 
 
-class EnergyModel(nn.Module):
-    """Base class: parameters, input checks, the exact log-partition and Gibbs sampling.
+class EnergyModel(nn.Module, abc.ABC):
+    """Abstract base of every family: P(v) = exp(-F(v)) / Z over v in {0, 1}^n_visible.
 
-    Subclasses implement `_log_joint_weights` style hooks (see each abstract method).
+    Class attributes a family sets
+    ------------------------------
+    family : str
+        Registry name (``irbm train FAMILY``).
+    display_name : str
+        Name in tables and figure titles.
+    parameter_specs : dict of str to ParameterSpec
+        Every parameter, in the order the optimizer visits them.
+    has_z : bool
+        Hidden states carry the number z of selected units (`log_p_z_given_v` exists).
+    has_tail : bool
+        `log_p_z_given_v` has a last column for the units beyond ``n_hidden`` (infinite models).
+    resizable : bool
+        The hidden layer may change size (growth, pruning, loading a state of another size).
+    default_ais_base : str
+        Base distribution AIS uses when none is given ("data" or "model").
+
+    Public methods validate their inputs while ``validate_args`` is true; inner loops that
+    have validated their data once run inside `trusted_inputs` to skip the per-call checks.
     """
 
-    family: str = "base"
+    family: ClassVar[str]
+    display_name: ClassVar[str]
+    parameter_specs: ClassVar[dict[str, ParameterSpec]]
+    has_z: ClassVar[bool] = False
+    has_tail: ClassVar[bool] = False
+    resizable: ClassVar[bool] = False
+    default_ais_base: ClassVar[str] = "data"
+    validate_args: bool = True
 
-    def __init__(self, n_visible, n_hidden, *, dtype=torch.float32, device=None,
-                 generator=None, init_std=0.01):
-        super().__init__()
-        n_visible, n_hidden = int(n_visible), int(n_hidden)
-        if n_visible < 1:
-            raise ValueError(f"n_visible must be >= 1, got {n_visible}")
-        if n_hidden < 1:
-            raise ValueError(f"n_hidden must be >= 1, got {n_hidden}")
-        factory = {"dtype": dtype, "device": device}
-        self.W = nn.Parameter(torch.zeros(n_hidden, n_visible, **factory))
-        self.b = nn.Parameter(torch.zeros(n_hidden, **factory))
-        self.c = nn.Parameter(torch.zeros(n_visible, **factory))
-        if init_std:
-            self.reset_parameters(generator, init_std)
-
-    # ------------------------------------------------------------------ sizes and config
+    # ------------------------------------------------------------------ description
     @property
+    @abc.abstractmethod
     def n_visible(self) -> int:
-        return self.W.shape[1]
+        """Number of visible units."""
 
     @property
+    @abc.abstractmethod
     def n_hidden(self) -> int:
-        return self.W.shape[0]
+        """Number of (trained) hidden units."""
 
+    @abc.abstractmethod
     def config(self) -> dict:
-        """Constructor arguments that rebuild this model (with its current size)."""
-        return {"family": self.family, "n_visible": self.n_visible, "n_hidden": self.n_hidden}
+        """``{"family": name, **constructor keyword arguments}`` rebuilding this model at its
+        current size (`irbm.build_model` takes it)."""
 
-    def reset_parameters(self, generator: torch.Generator | None = None, std: float = 0.01):
-        """W ~ N(0, std^2), biases zero: the authors' initialization. Without a generator, a
-        fixed seed (0) keeps construction deterministic."""
-        if generator is None:
-            generator = torch.Generator().manual_seed(0)
+    @classmethod
+    def options(cls) -> dict:
+        """Constructor options beyond ``n_visible`` with their defaults, from the signature:
+        what the CLI and the settings accept for this family."""
+        skip = {"self", "n_visible", "dtype", "device", "generator"}
+        return {name: (None if p.default is inspect.Parameter.empty else p.default)
+                for name, p in inspect.signature(cls.__init__).parameters.items()
+                if name not in skip and p.kind is not inspect.Parameter.VAR_KEYWORD}
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.parameters()).dtype
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @abc.abstractmethod
+    def reset_parameters(self, generator: torch.Generator | None = None) -> "EnergyModel":
+        """Draw the family's initial parameters from ``generator`` (default: seed 0)."""
+
+    @abc.abstractmethod
+    def filters(self) -> torch.Tensor:
+        """What each hidden unit responds to, shape (n_hidden, n_visible) (detached)."""
+
+    # ------------------------------------------------------------------ maths to implement
+    @abc.abstractmethod
+    def _free_energy(self, v: torch.Tensor) -> torch.Tensor:
+        """F(v) = -log sum_h exp(-E(v, h)), shape (N,), for v (N, n_visible) already checked."""
+
+    @abc.abstractmethod
+    def _sample_hidden(self, v: torch.Tensor, generator, z=None) -> HiddenState:
+        """(h, z) ~ P(h, z | v) for checked v (N, n_visible); ``z`` (N,) fixes z if given."""
+
+    @abc.abstractmethod
+    def _mean_visibles(self, h: torch.Tensor) -> torch.Tensor:
+        """P(v_j = 1 | h), shape (N, n_visible), for h (N, n_hidden)."""
+
+    @abc.abstractmethod
+    def _mean_hiddens(self, v: torch.Tensor) -> torch.Tensor:
+        """E[h_i | v], shape (N, n_hidden), for checked v (N, n_visible)."""
+
+    @abc.abstractmethod
+    def weighted_gradients(self, v: torch.Tensor, row_weights: torch.Tensor,
+                           generator: torch.Generator | None = None):
+        """sum_n row_weights[n] dF(v_n)/dtheta for v (N, n_visible), row_weights (N,).
+
+        The trainer stacks positive and negative examples with weights +1/N and -1/S, so one
+        pass gives the whole gradient. Families with z also return z_n ~ P(z | v_n) drawn in the
+        same pass when a generator is given (the iRBM's growth uses it).
+
+        Returns
+        -------
+        gradients : dict of str to Tensor, one per entry of `parameter_specs`, same shapes.
+        z : LongTensor (N,) or None
+        """
+
+    @abc.abstractmethod
+    def annealing_path(self, base_visible_bias: torch.Tensor):
+        """The AIS path from a factorized base (visible biases ``base_visible_bias``
+        (n_visible,)) to this model; an `irbm.models.AnnealingPath`."""
+
+    @abc.abstractmethod
+    def base_visible_bias(self, data=None) -> torch.Tensor:
+        """Visible biases (n_visible,) of the AIS base: the data's smoothed log-odds when
+        ``data`` (N, n_visible) is given, else the model's own visible biases."""
+
+    @abc.abstractmethod
+    def _n_hidden_terms(self) -> int:
+        """Number of terms of the enumeration in `_log_partition_by_hidden`."""
+
+    @abc.abstractmethod
+    def _log_partition_by_hidden(self) -> torch.Tensor:
+        """log Z by enumerating hidden configurations (and z), visibles summed out (float64)."""
+
+    # ------------------------------------------------------------------ hidden layout
+    def growth_layout(self, largest_z) -> torch.Tensor | None:
+        """Index for `relayout_hidden` after a z of ``largest_z`` was sampled (None: no change)."""
+        return None
+
+    def pruning_layout(self) -> torch.Tensor | None:
+        """Index for `relayout_hidden` dropping units that carry nothing (None: no change)."""
+        return None
+
+    def relayout_hidden(self, index: torch.Tensor) -> None:
+        """New hidden unit k is old unit ``index[k]``, or a unit with zero parameters where
+        ``index[k] < 0``. The one operation behind growth, pruning and permutation; the trainer
+        applies the same index to the optimizer state (`irbm.Trainer.relayout_hidden`)."""
+        index = torch.as_tensor(index, dtype=torch.long, device=self.device)
+        if index.dim() != 1 or index.numel() < 1 or int(index.max()) >= self.n_hidden:
+            raise ValueError(f"a hidden layout is a 1-D index into the {self.n_hidden} units")
+        if index.numel() != self.n_hidden and not self.resizable:
+            raise ValueError(f"a {self.display_name} has a fixed number of hidden units")
         with torch.no_grad():
-            noise = torch.randn(self.W.shape, generator=generator, dtype=self.W.dtype,
-                                device=generator.device)
-            self.W.copy_(noise.to(self.W.device) * std)
-            self.b.zero_()
-            self.c.zero_()
-        return self
+            for name, spec in self.parameter_specs.items():
+                if spec.per_unit:
+                    old = getattr(self, name)
+                    setattr(self, name, nn.Parameter(take_units(old, index)))
+
+    # ------------------------------------------------------------------ state
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """As `nn.Module.load_state_dict`; a resizable model first takes the size of the state
+        (its per-unit parameters' first dimension)."""
+        if self.resizable:
+            sizes = {state_dict[name].shape[0] for name, spec in self.parameter_specs.items()
+                     if spec.per_unit and name in state_dict}
+            if len(sizes) == 1 and (size := sizes.pop()) != self.n_hidden:
+                keep = torch.arange(size, device=self.device)
+                self.relayout_hidden(torch.where(keep < self.n_hidden, keep, -1))
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def forward(self, v) -> torch.Tensor:
+        """The hidden means E[h | v], shape (N, n_hidden): the usual features of an RBM."""
+        return self.mean_hiddens(v)
+
+    def trusted_inputs(self):
+        """Context: skip input validation inside the block (loops over data checked once)."""
+        return self._validating(False)
+
+    def validation(self):
+        """Context: validate inputs inside the block, even within `trusted_inputs`."""
+        return self._validating(True)
+
+    @contextlib.contextmanager
+    def _validating(self, flag: bool):
+        previous, self.validate_args = self.validate_args, flag
+        try:
+            yield self
+        finally:
+            self.validate_args = previous
 
     # ------------------------------------------------------------------ input checks
-    def _check_visible(self, v, *, binary: bool = True) -> torch.Tensor:
-        """Validate a batch of visible vectors and return it as a (N, n_visible) tensor."""
+    def check_visible(self, v, *, binary: bool = True) -> torch.Tensor:
+        """``v`` as a (N, n_visible) tensor in the model's dtype and device; ValueError if it
+        has another width, NaN, or (``binary``) values other than 0 and 1."""
         if not isinstance(v, torch.Tensor):
             v = torch.as_tensor(v)
         if v.dim() == 1:
@@ -96,7 +248,9 @@ class EnergyModel(nn.Module):
         if v.dim() != 2 or v.shape[1] != self.n_visible:
             raise ValueError(
                 f"visible input must have shape (N, {self.n_visible}), got {tuple(v.shape)}")
-        v = v.to(dtype=self.W.dtype, device=self.W.device)
+        v = v.to(dtype=self.dtype, device=self.device)
+        if not self.validate_args:
+            return v
         if torch.isnan(v).any():
             raise ValueError("visible input contains NaN")
         if binary and not ((v == 0) | (v == 1)).all():
@@ -105,47 +259,48 @@ class EnergyModel(nn.Module):
             raise ValueError("visible input must lie in [0, 1]")
         return v
 
-    def _check_hidden(self, h) -> torch.Tensor:
-        h = torch.as_tensor(h).to(dtype=self.W.dtype, device=self.W.device)
+    def check_hidden(self, h) -> torch.Tensor:
+        """``h`` as a binary (N, n_hidden) tensor in the model's dtype and device."""
+        h = torch.as_tensor(h).to(dtype=self.dtype, device=self.device)
         if h.dim() == 1:
             h = h.unsqueeze(0)
         if h.dim() != 2 or h.shape[1] != self.n_hidden:
             raise ValueError(
                 f"hidden input must have shape (N, {self.n_hidden}), got {tuple(h.shape)}")
-        if torch.isnan(h).any():
+        if self.validate_args and torch.isnan(h).any():
             raise ValueError("hidden input contains NaN")
-        if not ((h == 0) | (h == 1)).all():
+        if self.validate_args and not ((h == 0) | (h == 1)).all():
             raise ValueError("hidden input must be binary (only 0 and 1 values)")
         return h
 
-    # ------------------------------------------------------------------ shared maths
-    def _hidden_preactivation(self, v: torch.Tensor) -> torch.Tensor:
-        """W v + b, shape (N, n_hidden)."""
-        return torch.addmm(self.b, v, self.W.t())
-
-    def _mean_visibles(self, h: torch.Tensor) -> torch.Tensor:
-        """P(v_j = 1 | h) = sigmoid(h^T W_.j + c_j), shape (N, n_visible)."""
-        return torch.sigmoid_(torch.addmm(self.c, h, self.W))
-
-    @staticmethod
-    def _bernoulli(probabilities: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-        uniform = torch.rand(probabilities.shape, generator=generator,
-                             dtype=probabilities.dtype, device=probabilities.device)
-        # In place: the uniforms become the 0/1 sample, with no bool tensor or cast.
-        return uniform.lt_(probabilities)
-
     # ------------------------------------------------------------------ public API
     def free_energy(self, v) -> torch.Tensor:
-        """F(v) = -log sum_h exp(-E(v, h)), shape (N,). Differentiable."""
-        v = self._check_visible(v)
-        return self._free_energy(v)
+        """F(v) = -log sum_h exp(-E(v, h)), shape (N,), for v (N, n_visible). Differentiable."""
+        return self._free_energy(self.check_visible(v))
 
-    def sample_visible(self, state: HiddenState, generator: torch.Generator | None = None):
+    def mean_hiddens(self, v) -> torch.Tensor:
+        """E[h_i | v], shape (N, n_hidden), for v (N, n_visible)."""
+        return self._mean_hiddens(self.check_visible(v))
+
+    def mean_visibles(self, h) -> torch.Tensor:
+        """P(v_j = 1 | h), shape (N, n_visible), for h (N, n_hidden)."""
+        state_h = h.h if isinstance(h, HiddenState) else self.check_hidden(h)
+        return self._mean_visibles(state_h)
+
+    @torch.no_grad()
+    def sample_hidden(self, v, generator: torch.Generator | None = None, *, z=None) -> HiddenState:
+        """(h, z) ~ P(h, z | v) for v (N, n_visible); z is None for families without it."""
+        v = self.check_visible(v)
+        if z is not None:
+            z = self.check_z(z, v.shape[0])
+        return self._sample_hidden(v, generator, z)
+
+    @torch.no_grad()
+    def sample_visible(self, state, generator: torch.Generator | None = None) -> torch.Tensor:
         """v ~ P(v | h, z), shape (N, n_visible). Units beyond z are already 0 in ``state.h``."""
-        h = state.h if isinstance(state, HiddenState) else self._check_hidden(state)
-        with torch.no_grad():
-            return self._bernoulli(self._mean_visibles(h), generator)
+        return bernoulli(self.mean_visibles(state), generator)
 
+    @torch.no_grad()
     def gibbs_step(self, v, generator: torch.Generator | None = None):
         """One block Gibbs step v -> (h, z) -> v'.
 
@@ -154,47 +309,44 @@ class EnergyModel(nn.Module):
         v_next : Tensor (N, n_visible)
         state : HiddenState sampled from ``v`` on the way.
         """
-        with torch.no_grad():
-            return self._gibbs_step(self._check_visible(v), generator)
+        state = self._sample_hidden(self.check_visible(v), generator)
+        return bernoulli(self._mean_visibles(state.h), generator), state
 
-    def _gibbs_step(self, v, generator):
-        """`gibbs_step` without input checks, for the inner loops of training and sampling."""
-        state = self._sample_hidden(v, generator)
-        return self._bernoulli(self._mean_visibles(state.h), generator), state
+    def check_z(self, z, n_rows: int) -> torch.Tensor:
+        """Families with z validate it here; others refuse it."""
+        raise ValueError(f"a {self.display_name} has no z")
 
-    def sample_hidden(self, v, generator: torch.Generator | None = None) -> HiddenState:
-        """(h, z) ~ P(h, z | v); for the RBM z is None."""
-        with torch.no_grad():
-            return self._sample_hidden(self._check_visible(v), generator)
+    def log_p_z_given_v(self, v) -> torch.Tensor:
+        """log P(z | v) for families with z (see `has_z`)."""
+        raise TypeError(f"a {self.display_name} has no z")
 
+    def free_energy_gradients(self, v) -> dict[str, torch.Tensor]:
+        """Closed-form mean over the batch of dF(v)/dtheta, one tensor per parameter.
+
+        v: (N, n_visible). Agrees with autograd of ``free_energy(v).mean()``.
+        """
+        v = self.check_visible(v)
+        return self.weighted_gradients(v, v.new_full((v.shape[0],), 1.0 / v.shape[0]))[0]
+
+    # ------------------------------------------------------------------ exact answers
     def log_likelihood_exact(self, v) -> torch.Tensor:
         """log P(v) = -F(v) - log Z, shape (N,), in float64 with the exact log Z."""
-        v = self._check_visible(v)
-        model64 = self._as_float64()
+        v = self.check_visible(v)
+        model64 = self.as_float64()
         with torch.no_grad():
             free = model64._free_energy(v.to(torch.float64))
         return -free - model64.log_partition_exact()
 
-    def _as_float64(self) -> "EnergyModel":
-        """A float64 copy that shares nothing with self (for exact computations)."""
-        if self.W.dtype == torch.float64:
+    def as_float64(self) -> "EnergyModel":
+        """This model, or a float64 copy sharing nothing with it (for exact computations)."""
+        if self.dtype == torch.float64:
             return self
-        clone = self.__class__(**self._constructor_kwargs(), dtype=torch.float64,
-                               device=self.W.device)
-        with torch.no_grad():
-            for name in ("W", "b", "c"):
-                getattr(clone, name).copy_(getattr(self, name))
-        return clone
-
-    def _constructor_kwargs(self) -> dict:
-        kwargs = self.config()
-        kwargs.pop("family")
-        return kwargs
+        return copy.deepcopy(self).to(torch.float64)
 
     def log_partition_exact(self) -> float:
         """log Z by enumeration in float64: over hidden configurations (and z) with the visible
         units summed out analytically, or over visible vectors when that is smaller."""
-        model = self._as_float64()
+        model = self.as_float64()
         n_hidden_terms = model._n_hidden_terms()
         n_visible_terms = 2**model.n_visible
         if min(n_hidden_terms, n_visible_terms) > MAX_EXACT_TERMS:
@@ -204,72 +356,29 @@ class EnergyModel(nn.Module):
         with torch.no_grad():
             if n_hidden_terms <= n_visible_terms:
                 return float(model._log_partition_by_hidden())
-            return float(model._log_partition_by_visible())
-
-    def _log_partition_by_visible(self) -> torch.Tensor:
-        """log Z = logsumexp_v -F(v), enumerating all 2**n_visible visible vectors."""
-        partials = [torch.logsumexp(-self._free_energy(v), 0)
-                    for v in binary_configurations(self.n_visible, self.W.dtype, self.W.device)]
-        return torch.logsumexp(torch.stack(partials), 0)
-
-    def _visible_sum_out(self, h: torch.Tensor) -> torch.Tensor:
-        """log sum_v exp(v^T (W^T h + c)) = sum_j softplus(c_j + (h W)_j), shape (M,)."""
-        return nn.functional.softplus(torch.addmm(self.c, h, self.W)).sum(1)
-
-    # ------------------------------------------------------------------ to implement
-    def _free_energy(self, v: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
-
-    def _free_energy_from(self, visible_term, preactivation, hidden_bias) -> torch.Tensor:
-        """F(v) from its parts: v^T c (N,), W v + b (N, n_hidden) and b (n_hidden,). AIS calls it
-        with scaled parts to evaluate intermediate distributions."""
-        raise NotImplementedError
-
-    def _sample_hidden(self, v: torch.Tensor, generator) -> HiddenState:
-        raise NotImplementedError
-
-    def _sample_hidden_from(self, preactivation, hidden_bias, generator) -> HiddenState:
-        """(h, z) ~ P(h, z | v) given W v + b (N, n_hidden) and b (n_hidden,)."""
-        raise NotImplementedError
-
-    def _n_hidden_terms(self) -> int:
-        raise NotImplementedError
-
-    def _log_partition_by_hidden(self) -> torch.Tensor:
-        raise NotImplementedError
-
-    def free_energy_gradients(self, v) -> dict[str, torch.Tensor]:
-        """Closed-form mean over the batch of dF(v)/dtheta: {"W": (K, D), "b": (K,), "c": (D,)}.
-
-        v: (N, n_visible). Agrees with autograd of ``free_energy(v).mean()``.
-        """
-        v = self._check_visible(v)
-        row_weights = v.new_full((v.shape[0],), 1.0 / v.shape[0])
-        return self._free_energy_gradients(v, row_weights)[0]
-
-    def _free_energy_gradients(self, v, row_weights, generator=None):
-        """sum_n row_weights[n] dF(v_n)/dtheta, and (ordered models, when a generator is given)
-        z_n ~ P(z | v_n) drawn from the same pass. The trainer stacks positive and negative
-        examples with weights +1/N and -1/S so one pass gives the whole gradient.
-
-        Returns
-        -------
-        gradients : dict of tensors shaped like W, b, c.
-        z : LongTensor (N,) or None.
-        """
-        raise NotImplementedError
-
-    def adapt_size(self, largest_z) -> int:
-        """Grow after a z beyond the trained units was sampled (iRBM); returns units added."""
-        return 0
-
-    def prune(self) -> int:
-        """Drop trailing units whose parameters are all zero (iRBM); returns units removed."""
-        return 0
+            partials = [torch.logsumexp(-model._free_energy(v), 0)
+                        for v in binary_configurations(model.n_visible, torch.float64,
+                                                       model.device)]
+            return float(torch.logsumexp(torch.stack(partials), 0))
 
 
-def binary_configurations(n_units: int, dtype=torch.float64, device=None,
-                          chunk: int = _ENUMERATION_CHUNK):
+def take_units(tensor: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Rows ``index`` of ``tensor`` along dim 0, zero rows where ``index < 0`` (a new copy)."""
+    taken = tensor.detach()[index.clamp(min=0)]
+    if (index < 0).any():
+        taken[index < 0] = 0
+    return taken
+
+
+def bernoulli(probabilities: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """0/1 sample of the same shape and dtype, P(1) = ``probabilities``."""
+    uniform = torch.rand(probabilities.shape, generator=generator, dtype=probabilities.dtype,
+                         device=probabilities.device)
+    # In place: the uniforms become the 0/1 sample, with no bool tensor or cast.
+    return uniform.lt_(probabilities)
+
+
+def binary_configurations(n_units: int, dtype=torch.float64, device=None, chunk: int = 2**14):
     """Yield all 2**n_units binary vectors, in chunks of shape (<=chunk, n_units).
 
     Row r of the full enumeration is the binary expansion of r, unit 0 as the lowest bit.
@@ -279,10 +388,3 @@ def binary_configurations(n_units: int, dtype=torch.float64, device=None,
     for start in range(0, total, chunk):
         index = torch.arange(start, min(start + chunk, total), device=device)
         yield ((index.unsqueeze(1) // bits) % 2).to(dtype)
-
-
-def log_geometric_tail(beta: float) -> float:
-    """log(r / (1 - r)) with r = 2**(1 - beta): the mass of the iRBM's units beyond l, relative
-    to exp(-F(v, l))."""
-    log_r = (1.0 - beta) * math.log(2.0)
-    return log_r - math.log(-math.expm1(log_r))

@@ -5,42 +5,68 @@ from __future__ import annotations
 import torch
 from torch.nn import functional
 
-from ._base import EnergyModel, HiddenState, binary_configurations
+import math
+
+from ._base import HiddenState, bernoulli, binary_configurations
+from ._bipartite import BipartiteModel, BipartitePath
+from ._registry import register_family
 
 
-class OrderedRBM(EnergyModel):
+@register_family
+class OrderedRBM(BipartiteModel):
     """E(v, h, z) = -v^T c - sum_{i<=z} (h_i (W_i. v + b_i) - beta softplus(b_i)).
 
     Hidden units beyond z are 0 (h in H_z). The marginal is P(v) = sum_z exp(-F(v, z)) / Z.
 
     Parameters
     ----------
-    n_visible, n_hidden : int
-    beta : float
-        Scale of the per-unit penalty beta_i = beta * softplus(b_i).
+    n_visible : int
+    n_hidden : int, default 500
+    beta : float, > 0
+        Scale of the per-unit penalty beta_i = beta * softplus(b_i). A buffer: it is part of
+        ``state_dict()``, and assigning a number to ``model.beta`` is validated.
     dtype, device : torch dtype and device of the parameters.
     generator : torch.Generator, optional
         Draws the initial W ~ N(0, 0.01^2) (biases start at zero); default: seed 0.
     """
 
     family = "orbm"
+    display_name = "oRBM"
+    has_z = True
 
-    def __init__(self, n_visible, n_hidden, *, beta=1.01, dtype=torch.float32, device=None,
-                 generator=None, init_std=0.01):
-        super().__init__(n_visible, n_hidden, dtype=dtype, device=device, generator=generator,
-                         init_std=init_std)
-        self.beta = float(beta)
+    def __init__(self, n_visible, n_hidden=500, *, beta=1.01, dtype=torch.float32, device=None,
+                 generator=None):
+        beta = self._checked_beta(beta)
+        super().__init__(n_visible, n_hidden, dtype=dtype, device=device, generator=generator)
+        self.register_buffer("beta", torch.tensor(beta, dtype=dtype, device=device))
+
+    @classmethod
+    def _checked_beta(cls, beta) -> float:
+        beta = float(beta)
+        if not (math.isfinite(beta) and beta > 0):
+            raise ValueError(f"beta must be a finite number > 0 (the per-unit penalty scale), "
+                             f"got {beta}")
+        return beta
+
+    def __setattr__(self, name, value):
+        # model.beta = 1.05 updates the buffer in place (validated), so nothing derived from
+        # beta can go stale and state_dict() always holds the value in use.
+        if name == "beta" and "beta" in self.__dict__.get("_buffers", {}):
+            self._buffers["beta"].fill_(self._checked_beta(value))
+            return
+        super().__setattr__(name, value)
 
     def config(self) -> dict:
-        return {**super().config(), "beta": self.beta}
+        return {**super().config(), "beta": float(self.beta)}
 
     # ------------------------------------------------------------------ energies
     def _penalties(self) -> torch.Tensor:
         """beta_i = beta * softplus(b_i), shape (n_hidden,)."""
         return self.beta * functional.softplus(self.b)
 
-    def _check_z(self, z, n_rows: int) -> torch.Tensor:
-        z = torch.as_tensor(z, device=self.W.device)
+    def check_z(self, z, n_rows: int) -> torch.Tensor:
+        """z as a LongTensor (n_rows,) of values in the model's range (a scalar is broadcast)."""
+        z = torch.as_tensor(z, device=self.device)
         if z.dim() == 0:
             z = z.expand(n_rows)
         if z.shape != (n_rows,):
@@ -63,10 +89,10 @@ class OrderedRBM(EnergyModel):
         v: (N, n_visible), h: (N, n_hidden), z: integer (N,) in 1..n_hidden. Units of h beyond z
         do not enter the energy.
         """
-        v, h = self._check_visible(v), self._check_hidden(h)
+        v, h = self.check_visible(v), self.check_hidden(h)
         if v.shape[0] != h.shape[0]:
             raise ValueError(f"v has {v.shape[0]} rows but h has {h.shape[0]}")
-        z = self._check_z(z, v.shape[0])
+        z = self.check_z(z, v.shape[0])
         selected = self._selection_mask(z).to(v.dtype)
         per_unit = h * self._hidden_preactivation(v) - self._penalties()
         return -v @ self.c - (per_unit * selected).sum(1) + self._energy_beyond(z)
@@ -97,23 +123,20 @@ class OrderedRBM(EnergyModel):
     def _append_tail(self, columns):
         return columns
 
-    def _free_energy(self, v):
-        """F(v) = -log sum_z exp(-F(v, z)), shape (N,)."""
-        return -torch.logsumexp(self._log_z_weights(v), 1)
-
-    def _free_energy_from(self, visible_term, preactivation, hidden_bias):
-        return -torch.logsumexp(self._log_z_weights_from(visible_term, preactivation, hidden_bias), 1)
+    def _hidden_log_sum(self, preactivation, hidden_bias):
+        """L = log sum_z exp(sum_{i<=z} softplus(W_i. v + b_i) - beta softplus(b_i)), (N,)."""
+        return torch.logsumexp(self._log_z_weights_from(None, preactivation, hidden_bias), 1)
 
     def free_energy_z(self, v) -> torch.Tensor:
         """F(v, z) = -v^T c - sum_{i<=z} (softplus(W_i. v + b_i) - beta_i), shape (N, n_hidden):
         column z - 1 holds F(v, z) for z = 1..n_hidden."""
-        v = self._check_visible(v)
+        v = self.check_visible(v)
         return -self._log_z_weights(v)[:, : self.n_hidden]
 
     def log_p_z_given_v(self, v) -> torch.Tensor:
         """log P(z | v) = -F(v, z) - log sum_z' exp(-F(v, z')), shape (N, n_hidden)
         (iRBM: (N, n_hidden + 1), the last column being log P(z > n_hidden | v))."""
-        v = self._check_visible(v)
+        v = self.check_visible(v)
         return torch.log_softmax(self._log_z_weights(v), 1)
 
     # ------------------------------------------------------------------ sampling
@@ -131,30 +154,17 @@ class OrderedRBM(EnergyModel):
         index = (cdf < uniform * cdf[:, -1:]).sum(1) + 1
         return index.clamp_(max=log_weights.shape[1])
 
-    def _sample_hidden(self, v, generator, z=None):
-        return self._sample_hidden_from(self._hidden_preactivation(v), self.b, generator, z)
-
     def _sample_hidden_from(self, preactivation, hidden_bias, generator, z=None):
         """(h, z) given W v + b (N, K) and b (K,); v^T c only shifts every z alike, so it is
         not needed to draw z."""
         if z is None:
             z = self._sample_categorical(
                 self._log_z_weights_from(None, preactivation, hidden_bias), generator)
-        h = self._bernoulli(torch.sigmoid(preactivation), generator)
+        h = bernoulli(torch.sigmoid(preactivation), generator)
         return HiddenState(h.mul_(self._selection_mask(z)), z)
 
-    def sample_hidden(self, v, generator=None, *, z=None) -> HiddenState:
-        """(h, z) ~ P(h, z | v): z from P(z | v) (or the given z), then h_i ~ sigmoid(W_i. v + b_i)
-        for i <= z and h_i = 0 beyond. Passing ``z = n_hidden`` starts a chain at z = K."""
-        v = self._check_visible(v)
-        if z is not None:
-            z = self._check_z(z, v.shape[0])
-        with torch.no_grad():
-            return self._sample_hidden(v, generator, z)
-
-    def mean_hiddens(self, v) -> torch.Tensor:
+    def _mean_hiddens(self, v) -> torch.Tensor:
         """E[h_i | v] = sigmoid(W_i. v + b_i) P(z >= i | v), shape (N, n_hidden)."""
-        v = self._check_visible(v)
         preactivation = self._hidden_preactivation(v)
         survival = self._survival(self._log_z_weights(v, preactivation))
         return torch.sigmoid(preactivation) * survival
@@ -187,7 +197,7 @@ class OrderedRBM(EnergyModel):
         return torch.logsumexp(torch.stack(partials), 0)
 
     # ------------------------------------------------------------------ gradients
-    def _free_energy_gradients(self, v, row_weights, generator=None):
+    def weighted_gradients(self, v, row_weights, generator=None):
         """Weighted sums of the paper's eqs. 24-26 (v: (N, n_visible), row_weights: (N,)):
         dF/dW = -(sigmoid(Wv+b) * (1 - cdf(z|v))) v^T,
         dF/db = -(sigmoid(Wv+b) - beta sigmoid(b)) * (1 - cdf(z|v)), dF/dc = -v.
@@ -204,3 +214,45 @@ class OrderedRBM(EnergyModel):
             }
             z = None if generator is None else self._sample_categorical(log_weights, generator)
             return gradients, z
+
+    # ------------------------------------------------------------------ AIS
+    def annealing_path(self, base_visible_bias):
+        return _OrderedPath(self, base_visible_bias)
+
+
+class _OrderedPath(BipartitePath):
+    """The ordered families' path, fused: one exp pass over the z columns gives both
+    sum_z exp(-F_t(v, z)) and the CDF from which z is drawn. It calls the model's
+    `_log_z_weights_from`, so a subclass that changes the z columns (the iRBM's tail) is
+    annealed correctly; AIS checks `log_unnormalized` against the free energy in any case."""
+
+    def _start_hidden(self, n_chains, buffer, uniforms):
+        model = self.model
+        self.scaled, self.work, self.hidden, self.hidden_uniform = (
+            buffer(n_chains, model.n_hidden) for _ in range(4))
+        self.z_uniform = buffer(n_chains, 1)
+        self.draw_hidden = uniforms.filler(self.hidden_uniform)
+        self.draw_z = uniforms.filler(self.z_uniform)
+        self.unit_index = torch.arange(model.n_hidden, device=model.device)
+        # exp is ~10 times slower on inputs whose result is subnormal (or nearly): clamping just
+        # above ln(smallest normal) changes a sum whose largest term is 1 by less than rounding.
+        self.floor = math.log(torch.finfo(model.dtype).tiny) + 1.0
+
+    def _hidden_step(self, t_from, t_to):
+        model, b = self.model, self.model.b.detach()
+        previous = model._log_z_weights_from(
+            None, torch.mul(self.preactivation, t_from, out=self.work), b * t_from)
+        previous_top = previous.amax(1, keepdim=True)
+        previous_sum = previous.sub_(previous_top).clamp_(min=self.floor).exp_().sum(1, True)
+        torch.mul(self.preactivation, t_to, out=self.scaled)
+        columns = model._log_z_weights_from(None, self.scaled, b * t_to)
+        top = columns.amax(1, keepdim=True)
+        cdf = columns.sub_(top).clamp_(min=self.floor).exp_().cumsum_(1)
+        total = cdf[:, -1:]
+        delta = (top - previous_top + torch.log(total / previous_sum)).squeeze(1)
+        # The chosen z - 1 is the number of CDF entries below u * total.
+        last_unit = torch.searchsorted(cdf, self.draw_z().mul_(total))
+        # u = 1 never falls below sigmoid(.) <= 1: units past z stay off.
+        self.draw_hidden().masked_fill_(self.unit_index > last_unit, 1.0)
+        torch.lt(self.hidden_uniform, torch.sigmoid(self.scaled, out=self.work), out=self.hidden)
+        return delta, self.hidden
