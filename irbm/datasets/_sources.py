@@ -10,6 +10,11 @@ A file is looked for in this order; the first hit wins:
 3. a download from the original public URLs, checked against a sha256, turned into the same
    .npz layout and written to the cache atomically (temp file, then ``os.replace``), so an
    interrupted or corrupt download never leaves a file behind.
+
+Not built on pooch: it would replace only `fetch` and `user_cache_dir` (about 30 lines) while
+adding requests, platformdirs and packaging, and it caches and hashes the raw download from one
+http/ftp URL, whereas irbm caches the converted .npz, checks the decompressed idx bytes (so any
+re-gzipped mirror passes), falls back across mirrors and accepts ``file://`` URLs and paths.
 """
 
 from __future__ import annotations
