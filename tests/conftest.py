@@ -1,4 +1,6 @@
-"""Shared fixtures. Real data lives in ../shared/data beside the repo (never committed)."""
+"""Shared fixtures. Real data is never committed: tests find it the way a user points irbm at
+it, through ``$IRBM_DATA_DIR``. When that is unset, the developers' layout ``../shared/data``
+beside the repository is used (the tests may know the layout; the library does not)."""
 
 import os
 from pathlib import Path
@@ -6,17 +8,32 @@ from pathlib import Path
 import pytest
 import torch
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA_DIR_ENV = "IRBM_DATA_DIR"
+SHARED_DATA = Path(os.environ.get(DATA_DIR_ENV)
+                   or Path(__file__).resolve().parents[1].parent / "shared" / "data")
+_PRESENT = (SHARED_DATA / "mnist.npz").is_file()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _data_dir_environment():
+    """``$IRBM_DATA_DIR`` names the data for the whole session when it is present, so library
+    calls and CLI subprocesses without --data-dir find it as a user's would."""
+    with pytest.MonkeyPatch.context() as patch:
+        if _PRESENT:
+            patch.setenv(DATA_DIR_ENV, str(SHARED_DATA))
+        yield
 
 
 @pytest.fixture(scope="session")
 def shared_data_dir() -> Path:
-    """../shared/data, or skip (fail in CI, where it must be present)."""
-    if (SHARED_DATA / "mnist.npz").exists():
+    """$IRBM_DATA_DIR, else ../shared/data; skip when absent (fail in CI, where it must be)."""
+    if _PRESENT:
         return SHARED_DATA
     if os.environ.get("CI"):
-        pytest.fail(f"CI is set but the shared data directory {SHARED_DATA} is missing")
-    pytest.skip(f"shared data directory {SHARED_DATA} is absent (not a developer machine)")
+        pytest.fail(f"CI is set but the data directory {SHARED_DATA} (${DATA_DIR_ENV}, else "
+                    f"../shared/data) has no mnist.npz")
+    pytest.skip(f"no mnist.npz in {SHARED_DATA} (${DATA_DIR_ENV}, else ../shared/data): set "
+                f"${DATA_DIR_ENV} to the directory holding the paper's .npz files")
 
 
 @pytest.fixture(autouse=True)

@@ -1,15 +1,18 @@
-"""irbm.datasets: the paper's data (from ../shared/data), downloads served locally, embedded
-digits and user files. Fixtures are generated in tmp_path; no data is committed."""
+"""irbm.datasets: the paper's data (from $IRBM_DATA_DIR, see conftest), downloads served
+locally, embedded digits and user files. Fixtures are generated in tmp_path; no data is
+committed."""
 
 import functools
 import gzip
 import hashlib
 import http.server
 import logging
+import os
 import socket
 import struct
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -117,11 +120,15 @@ def test_mnist_seed_changes_binarization_only(mnist, shared_data_dir):
     assert 0.001 < (other.train != mnist.train).mean() < 0.2
 
 
-def test_mnist_found_in_shared_layout_without_arguments(monkeypatch, shared_data_dir, tmp_path):
-    monkeypatch.delenv("IRBM_DATA_DIR", raising=False)
+def test_data_found_through_environment_without_arguments(monkeypatch, shared_data_dir,
+                                                           tmp_path):
+    """conftest names the data as a user does, with $IRBM_DATA_DIR; no argument is needed."""
+    assert os.environ["IRBM_DATA_DIR"] == str(shared_data_dir)
     monkeypatch.setenv("IRBM_CACHE_DIR", str(tmp_path / "cache"))
     path = _sources.locate("mnist.npz")
     assert path is not None and path.resolve() == (shared_data_dir / "mnist.npz").resolve()
+    data = datasets.caltech101_silhouettes(download=False)
+    assert data.source == str(shared_data_dir / "caltech101_silhouettes_28.npz")
 
 
 def test_caltech_values_as_stored_and_upright(shared_data_dir):
@@ -138,10 +145,9 @@ def test_caltech_values_as_stored_and_upright(shared_data_dir):
 
 @pytest.fixture
 def isolated(monkeypatch, tmp_path):
-    """No named directory, no shared layout, an empty cache in tmp_path, no URL overrides."""
+    """No named directory, an empty cache in tmp_path, no URL overrides."""
     for var in ("IRBM_DATA_DIR", "IRBM_MNIST_URL", "IRBM_CALTECH_URL"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(_sources, "shared_data_dirs", lambda: [])
     cache = tmp_path / "cache"
     monkeypatch.setenv("IRBM_CACHE_DIR", str(cache))
     return cache
@@ -177,6 +183,22 @@ def test_cache_is_used_and_its_default_location(isolated, monkeypatch, tmp_path)
 
 
 def test_nothing_found_and_download_disabled(isolated):
+    with pytest.raises(FileNotFoundError, match="download=False") as error:
+        datasets.binarized_mnist(download=False)
+    assert "$IRBM_DATA_DIR" in str(error.value) and "--data-dir" in str(error.value)
+
+
+def test_no_lookup_beside_the_repository_or_working_directory(isolated, tmp_path, monkeypatch):
+    """Only a named directory and the cache are searched: a ``shared/data`` next to the working
+    directory or to the installed package (the developers' layout) is not."""
+    beside = tmp_path / "shared" / "data"
+    beside.mkdir(parents=True)
+    write_paper_npz(beside / "mnist.npz")
+    (tmp_path / "repo").mkdir()
+    monkeypatch.chdir(tmp_path / "repo")
+    # On a developer machine this directory holds the real mnist.npz; it must be ignored too.
+    package_layout = Path(datasets.__file__).resolve().parents[2].parent / "shared" / "data"
+    assert _sources.locate("mnist.npz") is None, f"found beside cwd or in {package_layout}"
     with pytest.raises(FileNotFoundError, match="download=False"):
         datasets.binarized_mnist(download=False)
 
@@ -314,9 +336,10 @@ def test_offline_download_gives_a_clear_error(isolated, fake_mnist):
     with socket.socket() as probe:  # a port on which nothing listens
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    with pytest.raises(DownloadError, match="IRBM_DATA_DIR") as error:
+    with pytest.raises(DownloadError, match=r"Offline\?") as error:
         datasets.binarized_mnist(url=f"http://127.0.0.1:{port}/")
     assert f"127.0.0.1:{port}/train-images-idx3-ubyte.gz" in str(error.value)
+    assert "$IRBM_DATA_DIR" in str(error.value) and "--data-dir" in str(error.value)
     assert not isolated.exists() or not any(isolated.iterdir())
 
 

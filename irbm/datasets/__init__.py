@@ -13,8 +13,8 @@ mnist5k    `embedded_mnist`         4000 / 500 / 500         the optional packag
 a path     `load_user_data`         the file's, or 80/10/10  a .npy, .npz or .csv of 0/1 rows
 ========== ======================== ======================== ====================================
 
-Files are looked for in a directory you name (``data_dir`` / ``$IRBM_DATA_DIR``, then nowhere
-else), else in ``../shared/data``, then in the cache (``$IRBM_CACHE_DIR``, default
+Files are looked for in a directory you name (``data_dir`` / ``--data-dir``, else
+``$IRBM_DATA_DIR``; then nowhere else), else in the cache (``$IRBM_CACHE_DIR``, default
 ``~/.cache/irbm`` on Linux), and are otherwise downloaded from the original URLs (overridable
 with ``$IRBM_MNIST_URL`` / ``$IRBM_CALTECH_URL``), checked by sha256 and cached: see `_sources`.
 """

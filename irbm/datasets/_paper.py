@@ -1,9 +1,10 @@
 """The paper's two datasets: binarized MNIST and CalTech101 Silhouettes (28x28).
 
-Both are read from an .npz in the layout of ``shared/data`` (see its README): arrays
+Both are read from an .npz (``mnist.npz``, ``caltech101_silhouettes_28.npz``) holding arrays
 ``train_x``, ``valid_x``, ``test_x`` (uint8, one image per row) and, optionally, labels
-``train_y``, ``valid_y``, ``test_y``. A download from the original URLs is turned into that
-layout before it is cached.
+``train_y``, ``valid_y``, ``test_y``, found as `_sources` describes: ``data_dir`` /
+``--data-dir``, else ``$IRBM_DATA_DIR``, else the cache. A download from the original URLs is
+turned into that layout before it is cached.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ CALTECH_URL_ENV = "IRBM_CALTECH_URL"
 MNIST_MIRRORS = ("https://ossci-datasets.s3.amazonaws.com/mnist/",
                  "https://storage.googleapis.com/cvdf-datasets/mnist/")
 # sha256 of the *decompressed* idx files, so a re-gzipped mirror is accepted too. Derived from
-# shared/data/mnist.npz and cross-checked: the same bytes have the published md5s
+# the reference mnist.npz (see PUBLISHED_SHA256) and cross-checked: the same bytes have the published md5s
 # (train images 6bbc9ace..., train labels a25bea73..., test images 2646ac64..., test labels
 # 27ae3e4e...).
 MNIST_FILES = {
@@ -47,7 +48,7 @@ MNIST_N_VALID = 10_000
 CALTECH_URL = "https://people.cs.umass.edu/~marlin/data/caltech101_silhouettes_28_split1.mat"
 CALTECH_SHA256 = "eb6735e8d84b1850fabc5590124aab1755e90c9fd28123585324398405e1e42a"
 
-# Per-array sha256 of the published files (shared/data/README.md), for ``verify=True``.
+# Per-array sha256 of the published .npz files, for ``verify=True``.
 PUBLISHED_SHA256 = {
     MNIST_FILE: {
         "train_x": "c80ceb24eedca80f31cfca280b8fb911cbb41b9990f998bebd40e26b1ab6d0f8",
@@ -75,8 +76,9 @@ def binarized_mnist(data_dir=None, *, seed: int = 42, download: bool = True, url
     Parameters
     ----------
     data_dir : path, optional
-        Directory holding ``mnist.npz``; when given (or ``$IRBM_DATA_DIR`` is set) it is the
-        only place looked. Otherwise: ``../shared/data``, the cache, then a download.
+        Directory holding ``mnist.npz`` (``--data-dir`` on the command line), else
+        ``$IRBM_DATA_DIR``; a named directory is the only place looked. With neither: the
+        cache, then a download.
     seed : int
         Binarization seed.
     download : bool
@@ -141,9 +143,8 @@ def _download(filename, build, url, url_env, allowed, cache_dir):
     """Arrays built by ``build(urls)`` from the original files, cached as `filename`."""
     target = (Path(cache_dir) if cache_dir else _sources.user_cache_dir()) / filename
     if not allowed:
-        raise FileNotFoundError(f"{filename} is neither in ../shared/data nor in the cache "
-                                f"{target.parent}, and download=False; name its directory with "
-                                f"data_dir or ${_sources.DATA_DIR_ENV}")
+        raise FileNotFoundError(f"{filename} is not in the cache {target.parent} and "
+                                f"download=False: {_sources.HINT}")
     urls = url if url is not None else os.environ.get(url_env)
     if isinstance(urls, str):
         urls = [urls]
@@ -186,7 +187,8 @@ def _caltech_from_mat(urls) -> dict:
         import scipy.io
     except ImportError:  # checked before downloading, so no bytes are wasted
         raise ImportError("reading the CalTech101 .mat download needs scipy (pip install scipy); "
-                          f"or put {CALTECH_FILE} in ${_sources.DATA_DIR_ENV}") from None
+                          f"or put {CALTECH_FILE} in a directory and set "
+                          f"${_sources.DATA_DIR_ENV} to it or pass it with --data-dir") from None
     content = _sources.fetch(urls or [CALTECH_URL], CALTECH_SHA256)
     mat = scipy.io.loadmat(io.BytesIO(content))
     arrays = {}

@@ -2,14 +2,19 @@
 
 A file is looked for in this order; the first hit wins:
 
-1. a directory the caller names: the ``data_dir`` argument, else ``$IRBM_DATA_DIR``. Naming a
-   directory turns the other sources off, so a typo cannot silently load other data;
-2. the developers' layout: ``shared/data`` beside the repository (``../shared/data``);
-3. the cache: ``$IRBM_CACHE_DIR``, else the platform's user cache directory plus ``irbm``
+1. a directory the caller names: the ``data_dir`` argument (``--data-dir`` on the command
+   line), else ``$IRBM_DATA_DIR``. Naming a directory turns the other sources off, so a typo
+   cannot silently load other data;
+2. the cache: ``$IRBM_CACHE_DIR``, else the platform's user cache directory plus ``irbm``
    (``$XDG_CACHE_HOME/irbm`` or ``~/.cache/irbm`` on Linux);
-4. a download from the original public URLs, checked against a sha256, turned into the same
+3. a download from the original public URLs, checked against a sha256, turned into the same
    .npz layout and written to the cache atomically (temp file, then ``os.replace``), so an
    interrupted or corrupt download never leaves a file behind.
+
+Not built on pooch: it would replace only `fetch` and `user_cache_dir` (about 30 lines) while
+adding requests, platformdirs and packaging, and it caches and hashes the raw download from one
+http/ftp URL, whereas irbm caches the converted .npz, checks the decompressed idx bytes (so any
+re-gzipped mirror passes), falls back across mirrors and accepts ``file://`` URLs and paths.
 """
 
 from __future__ import annotations
@@ -32,8 +37,11 @@ from .._io import atomic_write
 DATA_DIR_ENV = "IRBM_DATA_DIR"
 CACHE_DIR_ENV = "IRBM_CACHE_DIR"
 _DOWNLOAD_TIMEOUT_S = 60
+# How to point irbm at files it cannot find or download; ends error messages.
+HINT = (f"put the .npz in a directory and set ${DATA_DIR_ENV} to it, or pass it with "
+        f"--data-dir (data_dir= in Python)")
 
-log = logging.getLogger("irbm.datasets")
+log = logging.getLogger(__name__)
 
 
 class DownloadError(OSError):
@@ -53,16 +61,6 @@ def user_cache_dir() -> Path:
     return base / "irbm"
 
 
-def shared_data_dirs() -> list[Path]:
-    """``shared/data`` beside the repository, found from this file and from the working directory.
-
-    The first covers an editable install run from anywhere, the second a checkout run in place.
-    """
-    repo = Path(__file__).resolve().parents[2]
-    candidates = [repo.parent / "shared" / "data", Path.cwd().resolve().parent / "shared" / "data"]
-    return list(dict.fromkeys(candidates))
-
-
 def locate(filename: str, data_dir=None, cache_dir=None) -> Path | None:
     """Path of `filename` from the first source holding it, or None when it must be downloaded.
 
@@ -72,7 +70,7 @@ def locate(filename: str, data_dir=None, cache_dir=None) -> Path | None:
         A directory was named (argument or ``$IRBM_DATA_DIR``) and `filename` is not in it.
     """
     if data_dir is not None or os.environ.get(DATA_DIR_ENV):
-        how = "data_dir" if data_dir is not None else f"${DATA_DIR_ENV}"
+        how = "--data-dir / data_dir" if data_dir is not None else f"${DATA_DIR_ENV}"
         directory = Path(data_dir if data_dir is not None else os.environ[DATA_DIR_ENV])
         path = directory.expanduser() / filename
         if path.is_file():
@@ -80,10 +78,8 @@ def locate(filename: str, data_dir=None, cache_dir=None) -> Path | None:
         raise FileNotFoundError(
             f"{filename} is not in {directory} (named by {how}); put it there, or name no "
             f"directory to use the cache and download")
-    for directory in [*shared_data_dirs(), Path(cache_dir) if cache_dir else user_cache_dir()]:
-        if (directory / filename).is_file():
-            return directory / filename
-    return None
+    path = (Path(cache_dir) if cache_dir else user_cache_dir()) / filename
+    return path if path.is_file() else None
 
 
 def fetch(urls: Sequence[str], sha256: str, *, gunzip: bool = False) -> bytes:
@@ -113,8 +109,7 @@ def fetch(urls: Sequence[str], sha256: str, *, gunzip: bool = False) -> bytes:
         if digest == sha256:
             return content
         failures.append(f"{url}: sha256 mismatch (expected {sha256}, got {digest})")
-    raise DownloadError("download failed: " + "; ".join(failures) + f". Offline? Put the file "
-                        f"in a directory and pass it as data_dir or set ${DATA_DIR_ENV}")
+    raise DownloadError("download failed: " + "; ".join(failures) + f". Offline? {HINT}")
 
 
 def read_npz(path: Path, keys: Iterable[str], optional: Iterable[str] = ()) -> dict:
