@@ -62,7 +62,15 @@ class OrderedRBM(BipartiteModel):
     # ------------------------------------------------------------------ energies
     def _penalties(self) -> torch.Tensor:
         """beta_i = beta * softplus(b_i), shape (n_hidden,)."""
-        return self.beta * functional.softplus(self.b)
+        return self._penalties_from(self.b)
+
+    def _penalties_from(self, hidden_bias) -> torch.Tensor:
+        """The per-unit penalties for hidden biases ``hidden_bias`` (K,) (AIS passes t b)."""
+        return self.beta * functional.softplus(hidden_bias)
+
+    def _penalty_gradient(self) -> torch.Tensor:
+        """d beta_i / d b_i = beta * sigmoid(b_i), shape (n_hidden,)."""
+        return self.beta * torch.sigmoid(self.b)
 
     def check_z(self, z, n_rows: int) -> torch.Tensor:
         """z as a LongTensor (n_rows,) of values in the model's range (a scalar is broadcast)."""
@@ -114,7 +122,7 @@ class OrderedRBM(BipartiteModel):
         """-F(v, z) from its parts: v^T c (N,), W v + b (N, K) and b (K,). AIS passes scaled
         parts to evaluate intermediate distributions without another matrix product. With
         ``visible_term=None`` the v^T c shift, common to all z, is left out (enough to draw z)."""
-        gains = functional.softplus(preactivation) - self.beta * functional.softplus(hidden_bias)
+        gains = functional.softplus(preactivation) - self._penalties_from(hidden_bias)
         columns = torch.cumsum(gains, 1)
         if visible_term is not None:
             columns = columns + visible_term.unsqueeze(1)
@@ -209,7 +217,7 @@ class OrderedRBM(BipartiteModel):
             mean_h = torch.sigmoid(preactivation)
             gradients = {
                 "W": -((mean_h * survival).t() @ v),
-                "b": -((mean_h - self.beta * torch.sigmoid(self.b)) * survival).sum(0),
+                "b": -((mean_h - self._penalty_gradient()) * survival).sum(0),
                 "c": -(row_weights @ v),
             }
             z = None if generator is None else self._sample_categorical(log_weights, generator)
