@@ -60,3 +60,34 @@ def run_chains(path, betas, n_chains: int, seed: int, on_steps=None):
     if on_steps is not None:
         on_steps((len(schedule) - 1) % PROGRESS_EVERY)
     return log_weights, path.visible
+
+
+@torch.no_grad()
+def run_reverse_chains(path, betas, visible, seed: int, on_steps=None):
+    """RAISE's reverse chains (Burda, Grosse & Salakhutdinov 2015), one per row of ``visible``:
+    start at the data vector, transition at t = 1, then anneal down to the base.
+
+    Returns sum_{k=0}^{M-1} [ln f_{t_k}(v_k) - ln f_{t_{k+1}}(v_k)], shape (N,) float64, where
+    v_k is the state after the transition at t_{k+1}. With ln f_1(v) - ln Z_0 added, its
+    exponential is an unbiased estimate of the annealing model's p(v), whose log is a
+    stochastic lower bound on ln p(v) in expectation.
+
+    Parameters
+    ----------
+    path : AnnealingPath of the model.
+    betas : Tensor (M + 1,) float64, from 0 to 1.
+    visible : Tensor (N, n_visible), the data vectors (one chain each).
+    seed : int
+    """
+    uniforms = UniformSource(seed, path.model.device)
+    path.start(visible, uniforms)
+    log_weights = torch.zeros(visible.shape[0], dtype=torch.float64, device=visible.device)
+    path.step(1.0, 1.0)  # the first transition, at the model itself (returns 0)
+    schedule = betas.flip(0).tolist()
+    for step, (t_from, t_to) in enumerate(zip(schedule[:-1], schedule[1:])):
+        log_weights += path.step(t_from, t_to)
+        if on_steps is not None and (step + 1) % PROGRESS_EVERY == 0:
+            on_steps(PROGRESS_EVERY)
+    if on_steps is not None:
+        on_steps((len(schedule) - 1) % PROGRESS_EVERY)
+    return log_weights

@@ -67,6 +67,59 @@ class AISResult:
     def n_chains(self) -> int:
         return self.log_weights.numel()
 
+    @property
+    def effective_sample_size(self) -> float:
+        """(sum_s w_s)^2 / sum_s w_s^2, between 1 and ``n_chains``: how many chains the estimate
+        effectively rests on."""
+        return effective_sample_size(self.log_weights)
+
+    @property
+    def top_chain_share(self) -> float:
+        """max_s w_s / sum_s w_s: the share of Z-hat held by the heaviest chain."""
+        weights = torch.exp(self.log_weights - self.log_weights.max())
+        return float(weights.max() / weights.sum())
+
+    @property
+    def reliable(self) -> bool:
+        """False when the estimate rests on a few chains (see `reliability_warnings`)."""
+        return not self.reliability_warnings()
+
+    def reliability_warnings(self) -> list[str]:
+        """Plain-words problems of this estimate, each with what to do; empty when none.
+
+        Threshold: an effective sample size below 10% of the chains (and below 30 chains).
+        Measured on a 411-unit CalTech101 iRBM (500 chains x 20,000 temperatures): the model
+        base gave ESS 3-4 and two seeds 5 nats apart, underestimating ln Z; the data base gave
+        ESS ~120 and seeds that agreed within the error bars. Seeds that agree are no evidence;
+        the spread of the weights is.
+        """
+        problems, ess = [], self.effective_sample_size
+        if ess < max(min(30.0, self.n_chains), 0.1 * self.n_chains):
+            problems.append(
+                f"AIS effective sample size is {ess:.1f} of {self.n_chains} chains (the top "
+                f"chain holds {100 * self.top_chain_share:.0f}% of the weight): ln Z is likely "
+                "underestimated, so the NLL looks too good. Use more temperatures, more chains"
+                + (", or the data base (--base data)" if self.base != "data" else "") + ".")
+        if not math.isfinite(self.log_z_low):
+            problems.append("the lower 3-sigma bound of Z is not positive (ln = -inf): the "
+                            "weights are too spread for the interval to mean much")
+        return problems
+
+    def summary(self) -> dict:
+        """JSON-ready record of the estimate and its diagnostics (no per-chain arrays)."""
+        return {"log_z": self.log_z, "log_z_low": self.log_z_low, "log_z_high": self.log_z_high,
+                "n_chains": self.n_chains, "n_betas": self.n_betas, "base": self.base,
+                "seconds": self.seconds, "effective_sample_size": self.effective_sample_size,
+                "top_chain_share": self.top_chain_share,
+                "warnings": self.reliability_warnings()}
+
+
+def effective_sample_size(log_weights) -> float:
+    """(sum w)^2 / sum w^2 from ln w (S,), computed after dividing by max w."""
+    log_weights = torch.as_tensor(log_weights, dtype=torch.float64).flatten()
+    weights = torch.exp(log_weights - log_weights.max())
+    return float(weights.sum() ** 2 / (weights**2).sum())
+
 
 def default_betas() -> np.ndarray:
     """Authors' schedule: 500 temperatures in [0, 0.5), 4,000 in [0.5, 0.9), 10,000 in [0.9, 1],
@@ -154,7 +207,7 @@ def _digest(*tensors) -> str:
     return hasher.hexdigest()
 
 
-def _batch_seed(seed: int, batch: int) -> int:
+def batch_seed(seed: int, batch: int) -> int:
     """Independent 63-bit seed per chain batch, so a resumed run redraws the same chains."""
     return int(np.random.SeedSequence([seed, batch]).generate_state(1, np.uint64)[0] >> 1)
 
@@ -233,7 +286,7 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
     if (device, dtype) != (model.device, model.dtype):
         model = copy.deepcopy(model).to(device=device, dtype=dtype)
     with torch.no_grad():
-        base_bias, base_name = _base_bias(model, base, data)
+        base_bias, base_name = resolve_base(model, base, data)
         check_path(model, model.annealing_path(base_bias))
         log_partition_0 = base_log_partition(model, base_bias)
         config = json.dumps({
@@ -250,7 +303,7 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
             for batch in range(len(all_log_weights), len(sizes)):
                 started = time.perf_counter()
                 log_weights, samples = run_chains(model.annealing_path(base_bias), betas_tensor,
-                                                  sizes[batch], _batch_seed(seed, batch),
+                                                  sizes[batch], batch_seed(seed, batch),
                                                   bar.update)
                 all_log_weights.append(log_weights.cpu() + log_partition_0)
                 all_samples.append(samples.cpu())
@@ -264,7 +317,7 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
                      seconds)
 
 
-def _base_bias(model, base, data):
+def resolve_base(model, base, data):
     """(c0 (n_visible,) in the model's dtype and device, name of the base)."""
     if base is None:
         base = model.default_ais_base

@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+import irbm
+import irbm.sampling
+from irbm import evaluate
 from irbm.ais import AISResult
 from irbm.evaluate import ais_nll, free_energies, nll
 from test_ais import FAMILIES, make_model, prototype_data, train_exactly
@@ -63,3 +66,58 @@ def test_nll_accepts_an_ais_result_and_validates_inputs():
         nll(model, data, float("-inf"))
     with pytest.raises(ValueError):
         nll(model, data, 3.0, batch_size=0)
+
+
+# ------------------------------------------------------------------ diagnostics and RAISE
+
+
+def _result_with(log_weights):
+    log_weights = torch.as_tensor(log_weights, dtype=torch.float64)
+    return AISResult(0.0, float("-inf"), 0.0, log_weights, torch.zeros(len(log_weights), 1),
+                      10, "model", 0.0)
+
+
+def test_effective_sample_size_and_top_share_on_constructed_weights():
+    equal = _result_with(torch.zeros(200))
+    assert equal.effective_sample_size == pytest.approx(200.0)
+    assert equal.top_chain_share == pytest.approx(1 / 200)
+    dominant = _result_with(torch.cat([torch.tensor([50.0]), torch.zeros(199)]))
+    assert dominant.effective_sample_size == pytest.approx(1.0, abs=1e-9)
+    assert dominant.top_chain_share == pytest.approx(1.0, abs=1e-9)
+    warnings = dominant.reliability_warnings()
+    assert warnings and "effective sample size is 1.0 of 200" in warnings[0]
+    assert "data base" in warnings[0] and not dominant.reliable
+    # Two equal heavy chains: ESS 2 exactly.
+    two = _result_with(torch.cat([torch.tensor([40.0, 40.0]), torch.zeros(98)]))
+    assert two.effective_sample_size == pytest.approx(2.0, abs=1e-9)
+
+
+def _random_model(family, seed):
+    factories = {"rbm": lambda: irbm.RBM(8, 5, dtype=torch.float64),
+                 "orbm": lambda: irbm.OrderedRBM(8, 5, dtype=torch.float64),
+                 "irbm": lambda: irbm.InfiniteRBM(8, n_hidden=5, dtype=torch.float64)}
+    model = factories[family]()
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator,
+                                        dtype=torch.float64) * 1.5)
+    return model
+
+
+@pytest.mark.parametrize("family", ["rbm", "orbm", "irbm"])
+def test_raise_brackets_the_exact_nll_with_ais_and_converges(family):
+    """Few temperatures: RAISE's NLL is clearly above the exact NLL (conservative). Many: both
+    AIS and RAISE are close to it, AIS not above and RAISE not below beyond noise."""
+    model = _random_model(family, seed=1)
+    data = irbm.sampling.sample(model, 60, 200, generator=0, progress=False).samples
+    exact = float(-model.log_likelihood_exact(data).mean())
+    coarse = evaluate.raise_nll(model, data, n_betas=5, seed=0, progress=False)
+    assert coarse.mean > exact + 0.05, (coarse.mean, exact)
+    fine = evaluate.raise_nll(model, data, n_betas=1500, n_repeats=4, seed=0, progress=False)
+    optimistic = evaluate.ais_nll(model, data, n_chains=200, n_betas=1500, seed=0,
+                                  progress=False)
+    assert optimistic.log_partition.base == "data"  # the family default
+    assert optimistic.mean - 0.03 <= exact <= fine.mean + 0.03
+    assert abs(fine.mean - exact) < 0.06 and abs(optimistic.mean - exact) < 0.06
+    assert fine.log_likelihoods.shape == (60,) and fine.n_repeats == 4
