@@ -1,0 +1,186 @@
+"""Evaluate trained run directories and write the results table beside the paper's numbers.
+
+    python scripts/paper_results.py RUN_DIR [RUN_DIR ...] --out results/caltech101 \
+        [--chains 500] [--betas 10000] [--raise-rows 300] [--raise-betas 10000] \
+        [--bases data] [--seeds 0] [--data-dir DIR] [--threads 1]
+
+Each RUN_DIR is an `irbm train` run directory (or a snapshot of one: a directory with
+model.safetensors, config.json and history.json). For each, the script estimates ln Z by AIS
+(every base and seed asked for), the average test NLL with its standard error, the AIS
+diagnostics (effective sample size, top-chain share, warnings), and RAISE's conservative NLL on
+the first ``--raise-rows`` test images. Evaluations are cached in the run directory
+(``paper-eval-<digest>.json``, keyed by the model's parameters and the budget), so a rerun only
+evaluates what is new. It writes OUT.json (every number) and OUT.md (the table), both generated
+from the run directories: nothing in them is typed by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+from pathlib import Path
+
+import torch
+
+import irbm
+from irbm import evaluate
+from irbm.datasets import load_dataset
+
+# Table 2 of the paper (CalTech101 Silhouettes), keyed by (family, hidden units or "learned").
+PAPER = {
+    "caltech101": {("rbm", 100): (177.37, 2.81, 5000), ("rbm", 500): (119.05, 2.27, 3000),
+                   ("rbm", 2000): (118.29, 2.25, 2000), ("orbm", 500): (114.99, 1.97, 5000),
+                   ("irbm", "learned"): (121.47, 2.07, 4000)},
+    "mnist": {("rbm", 500): (86.34, None, 5000), ("orbm", 500): (88.15, None, 500),
+              ("irbm", "learned"): (85.65, None, 3000)},
+}
+
+
+def model_digest(model) -> str:
+    hasher = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        hasher.update(name.encode())
+        hasher.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+    return hasher.hexdigest()[:16]
+
+
+def command_of(record: dict) -> str:
+    """The `irbm train` command that the recorded settings correspond to."""
+    settings = record.get("settings", {})
+    parts = ["irbm train", record["family"], record.get("dataset", "?")]
+    for key in ("n_hidden", "lr", "optimizer", "l1", "l2", "beta", "batch_size", "cd_k",
+                "seed", "epochs"):
+        if key in settings and settings[key] is not None:
+            if key == "n_hidden" and record["family"] == "irbm" and settings[key] == 1:
+                continue
+            if key == "beta" and record["family"] == "rbm":
+                continue
+            parts.append(f"--{key.replace('_', '-')} {settings[key]}")
+    if settings.get("random_permutation"):
+        parts.append("--random-permutation")
+    return " ".join(parts)
+
+
+def evaluate_run(run_dir: Path, dataset, budget: dict) -> dict:
+    """Evaluation record of one run directory (cached)."""
+    model = irbm.load(run_dir / "model.safetensors")
+    digest = model_digest(model)
+    key = hashlib.sha256(json.dumps([digest, budget], sort_keys=True).encode()).hexdigest()[:16]
+    cache = run_dir / f"paper-eval-{key}.json"
+    if cache.exists():
+        return json.loads(cache.read_text())
+    test = torch.as_tensor(dataset.test)
+    train = torch.as_tensor(dataset.train)
+    estimates = []
+    for base in budget["bases"]:
+        for seed in budget["seeds"]:
+            result = evaluate.ais_nll(model, test, n_chains=budget["chains"],
+                                      n_betas=budget["betas"], base=base, base_data=train,
+                                      seed=seed, progress=False)
+            estimates.append({"base": base, "seed": seed, "nll": result.mean,
+                              "stderr": result.stderr, "nll_low": result.mean_low,
+                              "nll_high": result.mean_high,
+                              **result.log_partition.summary()})
+    conservative = None
+    if budget["raise_rows"]:
+        rows = test[: budget["raise_rows"]]
+        raised = evaluate.raise_nll(model, rows, n_betas=budget["raise_betas"], seed=0,
+                                    base="data", base_data=train, progress=False)
+        ais_same_rows = evaluate.nll(model, rows, estimates[0]["log_z"])
+        conservative = {**raised.summary(), "ais_nll_same_rows": ais_same_rows[0]}
+    record = {"model_digest": digest, "budget": budget, "ais": estimates, "raise": conservative,
+              "n_hidden": model.n_hidden, "family": model.family}
+    cache.write_text(json.dumps(record, indent=1))
+    return record
+
+
+def row_for(run_dir: Path, dataset, budget: dict) -> dict:
+    config = json.loads((run_dir / "config.json").read_text())
+    history = json.loads((run_dir / "history.json").read_text())
+    epochs = history["history"][-1]["epoch"] if history["history"] else 0
+    evaluation = evaluate_run(run_dir, dataset, budget)
+    family = config["family"]
+    size_key = "learned" if family == "irbm" else evaluation["n_hidden"]
+    paper = PAPER.get(dataset.name, {}).get((family, size_key))
+    return {"run": str(run_dir), "family": family, "command": command_of(config),
+            "settings": config.get("settings", {}), "epochs": epochs,
+            "paper_epochs": paper[2] if paper else None,
+            "seconds": sum(entry.get("seconds", 0.0) for entry in history["history"]),
+            "n_hidden": evaluation["n_hidden"], "evaluation": evaluation,
+            "paper_nll": paper[0] if paper else None,
+            "paper_stderr": paper[1] if paper else None}
+
+
+def _fmt(value, digits=2):
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}" if math.isfinite(value) else str(value)
+
+
+def markdown(rows: list[dict], threads: int) -> str:
+    lines = ["| model | hidden | epochs (paper) | optimizer, lr, L1 | AIS base: test NLL +/- se "
+             "[ESS / chains] | RAISE NLL (AIS, same rows) | paper NLL | CPU time |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        settings, evaluation = row["settings"], row["evaluation"]
+        ais_cells = "<br>".join(
+            f"{e['base']} s{e['seed']}: {_fmt(e['nll'])} +/- {_fmt(e['stderr'])} "
+            f"[{e['effective_sample_size']:.0f} / {e['n_chains']}]"
+            + (" (unreliable)" if e["warnings"] else "") for e in evaluation["ais"])
+        conservative = evaluation["raise"]
+        raise_cell = "-" if conservative is None else (
+            f"{_fmt(conservative['mean'])} ({_fmt(conservative['ais_nll_same_rows'])}, "
+            f"{conservative['n_rows']} rows)")
+        partial = row["paper_epochs"] and row["epochs"] < row["paper_epochs"]
+        epochs = f"{row['epochs']} ({row['paper_epochs'] or '-'})" + (" partial" if partial
+                                                                      else "")
+        paper = ("-" if row["paper_nll"] is None else
+                 f"{row['paper_nll']:.2f}" + (f" +/- {row['paper_stderr']:.2f}"
+                                              if row["paper_stderr"] else ""))
+        lines.append(
+            f"| {row['family']} | {row['n_hidden']} | {epochs} | {settings.get('optimizer')}, "
+            f"{settings.get('lr')}, {settings.get('l1')} | {ais_cells} | {raise_cell} | {paper} "
+            f"| {row['seconds'] / 3600:.2f} h ({threads} thread) |")
+    budget = rows[0]["evaluation"]["budget"] if rows else {}
+    lines += ["", f"AIS: {budget.get('chains')} chains x {budget.get('betas')} temperatures per "
+              f"estimate; RAISE: {budget.get('raise_betas')} temperatures, 1 reverse chain per "
+              "test row, data base. Commands:", ""]
+    lines += [f"- `{row['command']}`" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--out", type=Path, required=True, help="output path without suffix")
+    parser.add_argument("--dataset", default="caltech101")
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--chains", type=int, default=500)
+    parser.add_argument("--betas", type=int, default=10000)
+    parser.add_argument("--bases", default="data", help="comma-separated: data,model")
+    parser.add_argument("--seeds", default="0", help="comma-separated AIS seeds")
+    parser.add_argument("--raise-rows", type=int, default=300)
+    parser.add_argument("--raise-betas", type=int, default=10000)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    dataset = load_dataset(args.dataset, data_dir=args.data_dir)
+    budget = {"chains": args.chains, "betas": args.betas, "bases": args.bases.split(","),
+              "seeds": [int(s) for s in args.seeds.split(",")], "raise_rows": args.raise_rows,
+              "raise_betas": args.raise_betas}
+    rows = []
+    for run in args.runs:
+        print(f"evaluating {run}", file=sys.stderr)
+        rows.append(row_for(run, dataset, budget))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
+    args.out.with_suffix(".md").write_text(markdown(rows, args.threads))
+    print(args.out.with_suffix(".md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
