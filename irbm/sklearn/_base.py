@@ -26,8 +26,13 @@ from .. import Trainer
 from ..ais import estimate_log_partition
 from ..sampling import sample as _run_gibbs_chains
 
+try:
+    from scipy.sparse import sparray as _SparseArray
+except ImportError:  # scipy < 1.11 has sparse matrices only
+    from scipy.sparse import spmatrix as _SparseArray
+
 #: Dense arrays, array-likes and scipy sparse matrices/arrays of shape (n_samples, n_features).
-MatrixLike = Union[npt.ArrayLike, sparse.spmatrix, sparse.sparray]
+MatrixLike = Union[npt.ArrayLike, sparse.spmatrix, _SparseArray]
 #: ``random_state`` as scikit-learn takes it.
 RandomStateLike = Union[int, np.random.RandomState, None]
 
@@ -35,6 +40,9 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _OPTIMIZERS = ("sgd", "adagrad")
 # Rows converted to a dense tensor at once in transform and scoring.
 _CHUNK_ROWS = 4096
+# Exact log Z enumerates 2**min(n_hidden, n_visible) terms: about a million at 20, a few seconds
+# (the core accepts up to 2**24, which can take minutes); larger models use AIS.
+_EXACT_MAX_UNITS = 20
 # Pseudo-counts (fraction of the examples, on both outcomes) of the AIS base rate, as in
 # irbm.ais.data_base_rate (Salakhutdinov & Murray's base-rate model, kept finite).
 _BASE_RATE_SMOOTHING = 0.05
@@ -52,9 +60,12 @@ def _model_parameters(model) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 def _load_model_parameters(model, weights, hidden_bias, visible_bias) -> None:
     """Copy arrays into the tensors returned by `_model_parameters` (shapes must match)."""
     with torch.no_grad():
-        for target, value in zip(_model_parameters(model),
-                                 (weights, hidden_bias, visible_bias)):
+        targets = _model_parameters(model)
+        for target, value in zip(targets, (weights, hidden_bias, visible_bias)):
             target.copy_(torch.as_tensor(np.asarray(value)).to(target.device, target.dtype))
+        if _model_parameters(model)[0].data_ptr() != targets[0].data_ptr():
+            raise RuntimeError("the model's weights accessor returned a copy: update "
+                               "irbm.sklearn._base._load_model_parameters")
 
 
 def _seed(rng: np.random.RandomState) -> int:
@@ -335,24 +346,26 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                                        for t in (weights, hidden_bias, visible_bias)))
         return twin
 
-    def _free_energies(self, model, binary: np.ndarray) -> np.ndarray:
+    def _free_energies(self, model, X, flip_columns: np.ndarray | None = None) -> np.ndarray:
+        """F(v) in float64 for the thresholded rows v of X, chunk by chunk; with
+        ``flip_columns`` (n_samples,), for the rows with that one bit flipped."""
+        device = _model_parameters(model)[0].device
         parts = []
         with torch.no_grad():
-            for start in range(0, binary.shape[0], _CHUNK_ROWS):
-                rows = torch.from_numpy(binary[start:start + _CHUNK_ROWS]).to(
-                    _model_parameters(model)[0].device, torch.float64)
-                parts.append(model.free_energy(rows).cpu().numpy())
-        return np.concatenate(parts) if parts else np.zeros(0)
-
-    def _thresholded(self, X) -> np.ndarray:
-        return np.concatenate([self._threshold(self._dense_rows(X, start, start + _CHUNK_ROWS))
-                               for start in range(0, X.shape[0], _CHUNK_ROWS)])
+            for start in range(0, X.shape[0], _CHUNK_ROWS):
+                v = self._threshold(self._dense_rows(X, start, start + _CHUNK_ROWS))
+                if flip_columns is not None:
+                    rows = np.arange(v.shape[0])
+                    columns = flip_columns[start:start + _CHUNK_ROWS]
+                    v[rows, columns] = 1.0 - v[rows, columns]
+                parts.append(model.free_energy(torch.from_numpy(v).to(device)).cpu().numpy())
+        return np.concatenate(parts)
 
     def score_samples(self, X: MatrixLike) -> np.ndarray:
         """Log-likelihood log p(v) = -F(v) - log Z of each row, in nats.
 
         Rows that are not binary are scored at their thresholded vector 1[X >= 0.5]. log Z is
-        exact when the model is small enough to enumerate, an AIS estimate otherwise; it is
+        exact when min(n_components_, n_features) <= 20, an AIS estimate otherwise; it is
         computed once per fitted model and described by ``log_partition_``,
         ``log_partition_interval_``, ``log_partition_ess_`` and ``log_partition_method_``.
 
@@ -368,19 +381,25 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         X = self._validate(X, reset=False)
         model = self._float64_model()
         log_z = self._log_partition(model)
-        return -self._free_energies(model, self._thresholded(X)) - log_z
+        return -self._free_energies(model, X) - log_z
 
     def score(self, X: MatrixLike, y: Any = None) -> float:
         """Mean log-likelihood of the rows of X (see `score_samples`)."""
         return float(np.mean(self.score_samples(X)))
 
     def _log_partition(self, model) -> float:
-        """log Z: cached; exact by enumeration when the core agrees to, else AIS."""
+        """log Z, cached: by enumeration for models of up to 2**_EXACT_MAX_UNITS terms (when the
+        core agrees), by AIS otherwise."""
         if hasattr(self, "log_partition_"):
             return self.log_partition_
-        try:
-            log_z = float(model.log_partition_exact())
-        except ValueError:  # too many terms to enumerate
+        weights = _model_parameters(model)[0]
+        log_z = None
+        if min(weights.shape) <= _EXACT_MAX_UNITS:
+            try:
+                log_z = float(model.log_partition_exact())
+            except ValueError:  # the core declines: too many terms
+                pass
+        if log_z is None:
             self._ais_log_partition()
         else:
             self.log_partition_ = log_z
@@ -424,14 +443,10 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         return self._pseudo_likelihood(X, check_random_state(self.random_state))
 
     def _pseudo_likelihood(self, X, rng: np.random.RandomState) -> np.ndarray:
-        v = self._thresholded(X)
-        rows = np.arange(v.shape[0])
-        flipped = v.copy()
-        columns = rng.randint(0, v.shape[1], v.shape[0])
-        flipped[rows, columns] = 1.0 - flipped[rows, columns]
+        columns = rng.randint(0, X.shape[1], X.shape[0])  # scikit-learn's draws
         model = self._float64_model()
-        difference = self._free_energies(model, flipped) - self._free_energies(model, v)
-        return -v.shape[1] * np.logaddexp(0.0, -difference)
+        difference = self._free_energies(model, X, columns) - self._free_energies(model, X)
+        return -X.shape[1] * np.logaddexp(0.0, -difference)
 
     # ------------------------------------------------------------------ sampling
     def _torch_generator(self, rng: np.random.RandomState) -> torch.Generator:

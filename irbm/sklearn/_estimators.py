@@ -68,11 +68,11 @@ _SCORING = """
     Scoring
     -------
     `score_samples` returns the log-likelihood log p(v) = -F(v) - log Z, not scikit-learn's
-    pseudo-likelihood (available as `pseudo_likelihood`, for comparison). log Z is exact when
-    the core can enumerate it (2**min(n_components, n_features) terms, up to 2**24; this can
-    take tens of seconds near the limit), and otherwise an AIS estimate with ``score_chains``
-    chains and ``score_betas`` temperatures from a base distribution fitted to the feature
-    means of the training data. It is computed on first use after each fit and kept in
+    pseudo-likelihood (available as `pseudo_likelihood`, for comparison). log Z is exact, by
+    enumeration, when min(n_components_, n_features) <= 20 (at most about a million terms:
+    seconds), and otherwise an AIS estimate with ``score_chains`` chains and ``score_betas``
+    temperatures from a base distribution fitted to the feature means of the training data
+    (a few seconds for 64 features and 100 hidden units with the defaults). It is computed on first use after each fit and kept in
     ``log_partition_`` with its reliability: ``log_partition_interval_`` = ln(Z-hat -/+
     3 sigma) (-inf lower bound when 3 sigma exceeds Z-hat) and ``log_partition_ess_``, the
     effective sample size (sum w)^2 / sum w^2 of the AIS weights (close to ``score_chains``
