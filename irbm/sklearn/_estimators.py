@@ -40,8 +40,8 @@ _COMMON_PARAMETERS = """
     device : str or None, default=None
         torch device of the model ("cpu" when None; e.g. "cuda").
     dtype : {"float32", "float64"}, default="float32"
-        Precision of the model during training and transform; log-likelihoods are always
-        computed in float64."""
+        Precision of the model during training, transform and AIS; free energies and exact
+        log Z are computed in float64."""
 
 _INPUTS = """
     Inputs
@@ -72,11 +72,12 @@ _SCORING = """
     enumeration, when min(n_components_, n_features) <= 20 (at most about a million terms:
     seconds), and otherwise an AIS estimate with ``score_chains`` chains and ``score_betas``
     temperatures from a base distribution fitted to the feature means of the training data
-    (a few seconds for 64 features and 100 hidden units with the defaults). It is computed on first use after each fit and kept in
-    ``log_partition_`` with its reliability: ``log_partition_interval_`` = ln(Z-hat -/+
-    3 sigma) (-inf lower bound when 3 sigma exceeds Z-hat) and ``log_partition_ess_``, the
-    effective sample size (sum w)^2 / sum w^2 of the AIS weights (close to ``score_chains``
-    for a reliable estimate, near 1 when one chain dominates). AIS is stochastic: compare
+    (a few seconds for 64 features and 100 hidden units with the defaults). It is computed
+    on first use after each fit and kept in ``log_partition_`` with its reliability:
+    ``log_partition_interval_`` = ln(Z-hat -/+ 3 sigma) (-inf lower bound when 3 sigma
+    exceeds Z-hat) and ``log_partition_ess_``, the effective sample size (sum w)^2 / sum w^2
+    of the AIS weights (close to ``score_chains`` for a reliable estimate, near 1 when one
+    chain dominates). AIS is stochastic and tends to underestimate log Z: compare
     models with the same, large settings."""
 
 _ATTRIBUTES = """
@@ -127,8 +128,11 @@ class BernoulliRBM(_BaseBernoulliRBM):
     n_components : int, default=256
         Number of hidden units.
     {common}
+
     {inputs}
+
     {scoring}
+
     {attributes}
 
     Examples
@@ -194,8 +198,11 @@ class OrderedBernoulliRBM(_BaseBernoulliRBM):
     {common}
     beta : float, default=1.01
         Scale of the per-unit penalty beta * softplus(b_i) (the paper's value).
+
     {inputs}
+
     {scoring}
+
     {attributes}
     """
 
@@ -244,7 +251,10 @@ class InfiniteBernoulliRBM(_BaseBernoulliRBM):
     have zero parameters; `transform` returns the ``n_components_`` trained ones, with
     E[h_i | v] = sigmoid(W_i v + b_i) P(z >= i | v) as for `OrderedBernoulliRBM` (P(z >= i | v)
     including the mass of the infinite tail z > n_components_). The number of features
-    therefore varies from one fit to the next. Other defaults follow `BernoulliRBM`.
+    therefore varies from one fit to the next: in scikit-learn's digits example (100 units for
+    the other models, 10 epochs) it grew to 418 units. Growth is fast at first (up to one unit
+    per update) and slows as the trained units take over; ``max_hidden`` caps it. Other
+    defaults follow `BernoulliRBM`.
 
     Parameters
     ----------
@@ -254,8 +264,11 @@ class InfiniteBernoulliRBM(_BaseBernoulliRBM):
         value. Values closer to 1 make the model grow faster.
     max_hidden : int or None, default=None
         Cap on ``n_components_`` (None: no cap; the authors used 20,000).
+
     {inputs}
+
     {scoring}
+
     {attributes}
     """
 
