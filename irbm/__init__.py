@@ -17,7 +17,7 @@ __all__ = ["RBM", "OrderedRBM", "InfiniteRBM", "EnergyModel", "HiddenState", "FA
            "build_model", "Trainer", "Callback", "save", "load", "ais", "evaluate", "datasets",
            "sampling", "plotting", "__version__"]
 
-_SUBMODULES = {"ais", "evaluate", "datasets", "sampling", "plotting"}
+_SUBMODULES = {"ais", "evaluate", "datasets", "sampling", "plotting", "sklearn"}
 
 
 def __getattr__(name):

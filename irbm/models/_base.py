@@ -279,8 +279,9 @@ class EnergyModel(nn.Module, abc.ABC):
         return self._free_energy(self.check_visible(v))
 
     def mean_hiddens(self, v) -> torch.Tensor:
-        """E[h_i | v], shape (N, n_hidden), for v (N, n_visible)."""
-        return self._mean_hiddens(self.check_visible(v))
+        """E[h_i | v], shape (N, n_hidden), for v (N, n_visible): the features of a trained
+        model. ``v`` may hold probabilities in [0, 1] (mean-field input, e.g. grey levels)."""
+        return self._mean_hiddens(self.check_visible(v, binary=False))
 
     def mean_visibles(self, h) -> torch.Tensor:
         """P(v_j = 1 | h), shape (N, n_visible), for h (N, n_hidden)."""

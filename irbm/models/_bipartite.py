@@ -78,6 +78,12 @@ class BipartiteModel(EnergyModel):
     def filters(self) -> torch.Tensor:
         return self.W.detach()
 
+    def weights_and_biases(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The live parameters (weights (n_hidden, n_visible), hidden biases (n_hidden,),
+        visible biases (n_visible,)), for code that maps them onto another convention (e.g.
+        scikit-learn's ``components_``, ``intercept_hidden_``, ``intercept_visible_``)."""
+        return self.W, self.b, self.c
+
     # ------------------------------------------------------------------ what a family defines
     @abc.abstractmethod
     def _hidden_log_sum(self, preactivation, hidden_bias) -> torch.Tensor:

@@ -1,0 +1,408 @@
+"""irbm.sklearn: scikit-learn's estimator checks, Pipeline / GridSearchCV / pickle, log-likelihoods
+against brute-force enumeration, and scikit-learn's digits example with the import swapped."""
+
+import itertools
+import math
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from scipy import sparse
+from scipy.special import logsumexp
+from sklearn.base import clone
+from sklearn.datasets import load_digits
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV
+from sklearn.neural_network import BernoulliRBM as SklearnBernoulliRBM
+from sklearn.pipeline import Pipeline
+from sklearn.utils.estimator_checks import check_estimator, parametrize_with_checks
+
+import irbm
+from irbm.sklearn import BernoulliRBM, InfiniteBernoulliRBM, OrderedBernoulliRBM
+
+ESTIMATORS = (BernoulliRBM, OrderedBernoulliRBM, InfiniteBernoulliRBM)
+
+
+def small(cls, **overrides):
+    """A fast instance: 4 hidden units (iRBM: at most 6), 2 epochs."""
+    size = {"max_hidden": 6} if issubclass(cls, InfiniteBernoulliRBM) else {"n_components": 4}
+    return cls(**{"n_iter": 2, "random_state": 0, **size, **overrides})
+
+
+def binary_data(n_rows=120, n_features=6, seed=0):
+    """Noisy copies of three binary prototypes."""
+    rng = np.random.RandomState(seed)
+    prototypes = rng.rand(3, n_features) < 0.5
+    rows = prototypes[rng.randint(0, 3, n_rows)]
+    return (rows ^ (rng.rand(n_rows, n_features) < 0.1)).astype(np.float64)
+
+
+# ---------------------------------------------------------------------------- estimator checks
+# Checks whose generated X reaches values above 1 (make_blobs data shifted to be non-negative, as
+# the positive_only tag asks, or 3 * uniform and 10 * uniform draws). The estimators reject such
+# input by design and scikit-learn has no tag for "values in [0, 1]" (its 1.6+ API declares
+# expected failures with a reason instead of the removed _xfail_checks tag). Each of these checks
+# passes below on the same estimator with its inputs squashed into [0, 1] first.
+_OUT_OF_RANGE = ("generates X with values above 1; the estimator rejects them by design (a "
+                 "binary model's inputs are in [0, 1]) and passes this check in "
+                 "test_estimator_checks_in_range")
+OUT_OF_RANGE_CHECKS = (
+    "check_estimators_dtypes", "check_estimators_fit_returns_self",
+    "check_readonly_memmap_input", "check_pipeline_consistency",
+    "check_estimators_overwrite_params", "check_estimators_pickle",
+    "check_f_contiguous_array_estimator", "check_transformer_data_not_an_array",
+    "check_transformer_general", "check_transformer_preserve_dtypes",
+    "check_methods_sample_order_invariance", "check_methods_subset_invariance",
+    "check_fit2d_1sample", "check_fit2d_1feature", "check_dict_unchanged",
+    "check_dont_overwrite_parameters", "check_fit_idempotent", "check_fit_check_is_fitted",
+    "check_n_features_in", "check_n_features_in_after_fitting", "check_fit2d_predict1d",
+)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_check_estimator(cls):
+    """The whole suite on the estimator itself; the checks above cannot apply and are skipped
+    with their reason (running them only to watch them fail costs ~0.5 s each in pytest's
+    traceback formatting)."""
+    check_estimator(small(cls), expected_failed_checks=dict.fromkeys(OUT_OF_RANGE_CHECKS,
+                                                                      _OUT_OF_RANGE),
+                    on_skip=None)
+
+
+class _Squashed:
+    """Mixin: x -> x / (1 + x) on non-negative inputs before the estimator's range check, so
+    that scikit-learn's generated data lie in [0, 1]. Negative values still reach the check
+    (check_positive_only_tag_during_fit wants them refused). Everything else is the estimator's
+    own code."""
+
+    def _check_range(self, X):
+        X = X.copy()
+        values = X.data if sparse.issparse(X) else X
+        values[values > 0] /= 1.0 + values[values > 0]
+        return super()._check_range(X)
+
+
+# Module-level classes, so that check_estimators_pickle can pickle them by name.
+class SquashedBernoulliRBM(_Squashed, BernoulliRBM):
+    pass
+
+
+class SquashedOrderedBernoulliRBM(_Squashed, OrderedBernoulliRBM):
+    pass
+
+
+class SquashedInfiniteBernoulliRBM(_Squashed, InfiniteBernoulliRBM):
+    pass
+
+
+SQUASHED = (SquashedBernoulliRBM, SquashedOrderedBernoulliRBM, SquashedInfiniteBernoulliRBM)
+
+
+@parametrize_with_checks([small(cls) for cls in SQUASHED])
+def test_estimator_checks_in_range(estimator, check):
+    check(estimator)
+
+
+# ---------------------------------------------------------------------------- inputs
+@pytest.mark.parametrize("cls", ESTIMATORS)
+@pytest.mark.parametrize("bad,problem", [(1.5, "Values above 1"), (-0.5, "Negative values")])
+def test_values_outside_unit_interval_are_refused(cls, bad, problem):
+    X = binary_data()
+    X[3, 2] = bad
+    pattern = rf"{problem} in data passed to {cls.__name__}.*MinMaxScaler"
+    with pytest.raises(ValueError, match=pattern):
+        small(cls).fit(X)
+    fitted = small(cls).fit(binary_data())
+    for method in (fitted.transform, fitted.score_samples, fitted.partial_fit):
+        with pytest.raises(ValueError, match=pattern):
+            method(X)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_sparse_input_trains_like_dense(cls):
+    X = binary_data()
+    dense = small(cls).fit(X)
+    from_sparse = small(cls).fit(sparse.csr_matrix(X))
+    np.testing.assert_array_equal(dense.components_, from_sparse.components_)
+    np.testing.assert_allclose(dense.transform(X), from_sparse.transform(sparse.csr_matrix(X)))
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_grey_levels(cls):
+    """Training binarizes grey levels, transform reads them as they are, scores threshold."""
+    rng = np.random.RandomState(1)
+    grey = np.clip(binary_data() * 0.8 + rng.rand(120, 6) * 0.2, 0.0, 1.0)
+    model = small(cls, dtype="float64").fit(grey)
+    np.testing.assert_array_equal(model.score_samples(grey),
+                                  model.score_samples((grey >= 0.5).astype(float)))
+    features = model.transform(grey)
+    assert features.shape == (120, model.n_components_)
+    assert features.dtype == np.float64 and model.transform(grey.astype(np.float32)).dtype == \
+        np.float32
+    # Deterministic, and not the features of the thresholded input.
+    np.testing.assert_array_equal(features, model.transform(grey))
+    assert not np.allclose(features, model.transform((grey >= 0.5).astype(float)))
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_transform_matches_the_core_on_binary_input(cls):
+    """The grey-level formula of transform reduces to the model's own mean_hiddens on 0/1."""
+    X = binary_data()
+    model = small(cls, dtype="float64", n_iter=5).fit(X)
+    expected = model._model.mean_hiddens(torch.from_numpy(X)).detach().numpy()
+    np.testing.assert_allclose(model.transform(X), expected, rtol=1e-10, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------- likelihoods
+def _log_softplus_sum(x):
+    return np.logaddexp(0.0, x)
+
+
+def brute_force_log_marginal(V, W, b, c, family, beta=None, tail_terms=5000):
+    """log sum_{h, z} exp(-E(v, h, z)) per row of V, enumerating every hidden configuration
+    (and z) in float64 from the energy functions of the paper, independently of irbm."""
+    n_hidden = W.shape[0]
+    H = np.array(list(itertools.product([0.0, 1.0], repeat=n_hidden)))  # (2^K, K)
+    visible = V @ c
+    if family == "rbm":
+        return logsumexp(visible[:, None] + (V @ W.T + b) @ H.T, axis=1)
+    penalties = beta * _log_softplus_sum(b)
+    columns = []  # log sum_h exp(-E(v, h, z)) for z = 1..K, shape (N,) each
+    for z in range(1, n_hidden + 1):
+        Hz = H[(H[:, z:] == 0).all(1)]  # h_i = 0 beyond z
+        columns.append(logsumexp(visible[:, None] + (V @ W.T + b) @ Hz.T, axis=1)
+                       - penalties[:z].sum())
+    if family == "irbm":
+        # z = K + k: k more units with zero parameters, each summing to 2 * 2**-beta over h_i.
+        k = np.arange(1, tail_terms + 1)
+        log_extra = logsumexp(k * math.log(2.0 * 2.0 ** -beta))
+        columns.append(columns[-1] + log_extra)
+    return logsumexp(np.stack(columns, 1), axis=1)
+
+
+def brute_force_log_likelihood(model, V):
+    family = {BernoulliRBM: "rbm", OrderedBernoulliRBM: "orbm", InfiniteBernoulliRBM: "irbm"}[
+        type(model)]
+    W, b, c = (np.asarray(a, np.float64) for a in (
+        model.components_, model.intercept_hidden_, model.intercept_visible_))
+    every_v = np.array(list(itertools.product([0.0, 1.0], repeat=W.shape[1])))
+    args = (W, b, c, family, getattr(model, "beta", None))
+    log_z = logsumexp(brute_force_log_marginal(every_v, *args))
+    return brute_force_log_marginal(V, *args) - log_z, lambda U: brute_force_log_marginal(U, *args)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_score_samples_is_the_exact_log_likelihood(cls):
+    X = binary_data()
+    model = small(cls, dtype="float64", n_iter=5).fit(X)
+    expected, log_marginal = brute_force_log_likelihood(model, X)
+    np.testing.assert_allclose(model.score_samples(X), expected, rtol=1e-9, atol=1e-9)
+    assert model.score(X) == pytest.approx(expected.mean(), rel=1e-9)
+    assert model.log_partition_method_ == "exact" and model.log_partition_ess_ is None
+    assert model.log_partition_interval_ == (model.log_partition_,) * 2
+
+    # scikit-learn's pseudo-likelihood, with the free energy F(v) = -log_marginal(v) and the
+    # same bit flips as scikit-learn's (RandomState(random_state).randint).
+    columns = np.random.RandomState(0).randint(0, X.shape[1], X.shape[0])
+    flipped = X.copy()
+    flipped[np.arange(X.shape[0]), columns] = 1.0 - flipped[np.arange(X.shape[0]), columns]
+    difference = log_marginal(X) - log_marginal(flipped)  # F(v~) - F(v)
+    np.testing.assert_allclose(model.pseudo_likelihood(X),
+                               -X.shape[1] * np.logaddexp(0.0, -difference), rtol=1e-9)
+
+
+def test_pseudo_likelihood_is_scikit_learns_for_the_rbm():
+    X = binary_data()
+    ours = small(BernoulliRBM, dtype="float64", n_iter=5).fit(X)
+    theirs = SklearnBernoulliRBM(n_components=4, n_iter=0, random_state=0).fit(X)
+    theirs.components_ = ours.components_.copy()
+    theirs.intercept_hidden_ = ours.intercept_hidden_.copy()
+    theirs.intercept_visible_ = ours.intercept_visible_.copy()
+    np.testing.assert_allclose(ours.pseudo_likelihood(X), theirs.score_samples(X), rtol=1e-10)
+    np.testing.assert_allclose(ours.transform(X), theirs.transform(X), rtol=1e-10)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_score_samples_falls_back_to_ais(cls, monkeypatch):
+    X = binary_data()
+    settings = {"dtype": "float64", "n_iter": 5, "score_chains": 200, "score_betas": 1000}
+    exact = small(cls, **settings).fit(X)
+    exact_scores = exact.score_samples(X)
+
+    def too_big(self):
+        raise ValueError("too many terms")
+
+    for family in (irbm.RBM, irbm.OrderedRBM, irbm.InfiniteRBM):
+        monkeypatch.setattr(family, "log_partition_exact", too_big)
+    model = small(cls, **settings).fit(X)  # the same parameters (same random_state)
+    scores = model.score_samples(X)
+    assert model.log_partition_method_ == "ais"
+    low, high = model.log_partition_interval_
+    assert low <= model.log_partition_ <= high
+    assert model.log_partition_ == pytest.approx(exact.log_partition_, abs=0.05)
+    np.testing.assert_allclose(scores, exact_scores - (model.log_partition_
+                                                      - exact.log_partition_), atol=1e-9)
+    assert 100 < model.log_partition_ess_ <= 200
+
+
+def test_larger_models_are_scored_with_ais():
+    X = binary_data(n_features=21)
+    model = BernoulliRBM(n_components=21, n_iter=1, random_state=0, score_chains=20,
+                         score_betas=100).fit(X)
+    scores = model.score_samples(X)
+    assert model.log_partition_method_ == "ais" and np.isfinite(scores).all()
+    assert 1.0 <= model.log_partition_ess_ <= 20.0
+
+
+# ---------------------------------------------------------------------------- fitting API
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_partial_fit_continues_training(cls):
+    X = binary_data()
+    model = small(cls)
+    for start in range(0, 60, 10):
+        model.partial_fit(X[start:start + 10])
+    assert model.n_features_in_ == 6 and model.components_.shape == (model.n_components_, 6)
+    model.score_samples(X)
+    before = model.components_.copy()
+    model.partial_fit(X[60:70])
+    assert not hasattr(model, "log_partition_")  # new parameters: log Z is recomputed
+    assert model.components_.shape != before.shape or not np.array_equal(model.components_,
+                                                                         before)
+    fitted = small(cls).fit(X)
+    fitted.partial_fit(X[:10])  # continues the fitted model
+    assert fitted.n_features_in_ == 6
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_pickle_and_clone(cls):
+    X = binary_data()
+    model = small(cls, n_iter=3).fit(X)
+    restored = pickle.loads(pickle.dumps(model))
+    assert "_model" not in model.__getstate__()  # plain NumPy state
+    np.testing.assert_array_equal(restored.transform(X), model.transform(X))
+    np.testing.assert_array_equal(restored.score_samples(X), model.score_samples(X))
+    assert restored.get_params() == model.get_params()
+    restored.partial_fit(X[:10])  # trains on after unpickling
+    assert restored.sample(2, n_steps=5).shape == (2, 6)
+    fresh = clone(model)
+    assert fresh.get_params() == model.get_params() and not hasattr(fresh, "components_")
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_sample_and_gibbs(cls):
+    X = binary_data()
+    model = small(cls, n_iter=3).fit(X)
+    samples = model.sample(5, n_steps=20)
+    assert samples.shape == (5, 6) and samples.dtype == bool
+    from_data = model.sample(n_steps=3, init=X[:4])
+    assert from_data.shape == (4, 6)
+    step = model.gibbs(X[:7])
+    assert step.shape == (7, 6) and step.dtype == bool
+    assert not np.array_equal(model.gibbs(X), model.gibbs(X))  # one random stream continues
+
+
+def test_infinite_rbm_learns_its_size():
+    X = binary_data(n_rows=200)
+    model = InfiniteBernoulliRBM(n_iter=3, random_state=0).fit(X)
+    assert model.n_components_ > 1
+    assert model.transform(X).shape == (200, model.n_components_)
+    assert len(model.get_feature_names_out()) == model.n_components_
+    capped = InfiniteBernoulliRBM(n_iter=3, max_hidden=3, random_state=0).fit(X)
+    assert capped.n_components_ == 3
+
+
+def test_invalid_parameters_are_refused():
+    X = binary_data()
+    for estimator, name in [(BernoulliRBM(n_components=0), "n_components"),
+                            (BernoulliRBM(learning_rate=-1.0), "learning_rate"),
+                            (BernoulliRBM(optimizer="adam"), "optimizer"),
+                            (BernoulliRBM(dtype="float16"), "dtype"),
+                            (OrderedBernoulliRBM(beta=0.0), "beta"),
+                            (InfiniteBernoulliRBM(beta=1.0), "beta"),
+                            (InfiniteBernoulliRBM(max_hidden=0), "max_hidden")]:
+        with pytest.raises(ValueError, match=name):
+            estimator.fit(X)
+
+
+def test_pipeline_and_grid_search_in_two_processes():
+    digits = load_digits()
+    X = (digits.data[:300] > 7).astype(np.float64)
+    y = digits.target[:300]
+    pipeline = Pipeline([("rbm", BernoulliRBM()), ("logistic", LogisticRegression(max_iter=500))])
+    grid = GridSearchCV(pipeline, {"rbm": [
+        BernoulliRBM(n_components=16, n_iter=10, random_state=0),
+        OrderedBernoulliRBM(n_components=16, n_iter=10, random_state=0),
+        InfiniteBernoulliRBM(n_iter=10, max_hidden=16, random_state=0)]}, cv=2, n_jobs=2)
+    grid.fit(X, y)  # the estimators travel to the worker processes and back pickled
+    assert np.isfinite(grid.cv_results_["mean_test_score"]).all()
+    assert grid.best_score_ > 0.2  # 10 classes: chance is 0.1 (tiny training budget)
+    assert grid.predict(X[:5]).shape == (5,)
+    # An RBM alone is scored by its mean log-likelihood (exact here: 6 features).
+    alone = GridSearchCV(BernoulliRBM(n_iter=2, random_state=0), {"n_components": [2, 4]},
+                         cv=2, n_jobs=2).fit(binary_data())
+    assert np.isfinite(alone.best_score_) and alone.best_score_ < 0
+
+
+# ---------------------------------------------------------------------------- digits example
+# A reduced version of scikit-learn's example "Restricted Boltzmann Machine features for digit
+# classification" (examples/neural_networks/plot_rbm_logistic_classification.py): the same
+# data (digits nudged by one pixel in four directions, min-max scaled), split, pipeline and
+# hyper-parameters, with {n_iter} epochs instead of 10, no raw-pixel baseline and no plot.
+# One change: the example's LogisticRegression(solver="newton-cg", tol=1) stops after 0
+# iterations under scikit-learn 1.9 (chance accuracy), so the default tol is used.
+DIGITS_EXAMPLE = """
+import numpy as np
+from scipy.ndimage import convolve
+
+from sklearn import datasets, linear_model, metrics
+from sklearn.model_selection import train_test_split
+from sklearn.neural_network import BernoulliRBM
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import minmax_scale
+
+
+def nudge_dataset(X, Y):
+    shifts = [[[0, 1, 0], [0, 0, 0], [0, 0, 0]], [[0, 0, 0], [1, 0, 0], [0, 0, 0]],
+              [[0, 0, 0], [0, 0, 1], [0, 0, 0]], [[0, 0, 0], [0, 0, 0], [0, 1, 0]]]
+
+    def shift(image, kernel):
+        return convolve(image.reshape((8, 8)), mode="constant", weights=kernel).ravel()
+
+    moved = [np.apply_along_axis(shift, 1, X, kernel) for kernel in shifts]
+    return np.concatenate([X] + moved), np.concatenate([Y] * 5)
+
+
+X, y = datasets.load_digits(return_X_y=True)
+X, Y = nudge_dataset(np.asarray(X, "float32"), y)
+X = minmax_scale(X, feature_range=(0, 1))
+X_train, X_test, Y_train, Y_test = train_test_split(X, Y, test_size=0.2, random_state=0)
+
+logistic = linear_model.LogisticRegression(solver="newton-cg")
+rbm = BernoulliRBM(random_state=0, verbose=True)
+rbm_features_classifier = Pipeline(steps=[("rbm", rbm), ("logistic", logistic)])
+
+rbm.learning_rate = 0.06
+rbm.n_iter = {n_iter}
+rbm.n_components = 100
+logistic.C = 6000
+rbm_features_classifier.fit(X_train, Y_train)
+
+Y_pred = rbm_features_classifier.predict(X_test)
+print(metrics.classification_report(Y_test, Y_pred))
+accuracy = metrics.accuracy_score(Y_test, Y_pred)
+"""
+SKLEARN_IMPORT = "from sklearn.neural_network import BernoulliRBM"
+
+
+def test_scikit_learn_digits_example_with_the_import_swapped(capsys):
+    original = DIGITS_EXAMPLE.format(n_iter=2)
+    swapped = original.replace(SKLEARN_IMPORT, "from irbm.sklearn import BernoulliRBM")
+    assert swapped.count("irbm") == 1 and SKLEARN_IMPORT not in swapped
+    namespace = {"__name__": "digits_example"}
+    exec(compile(swapped, "<digits example>", "exec"), namespace)
+    assert "[BernoulliRBM] Iteration 2, pseudo-likelihood" in capsys.readouterr().out
+    assert isinstance(namespace["rbm"], BernoulliRBM)
+    # scikit-learn's own BernoulliRBM scores 0.910 on this reduced script (scikit-learn 1.9.1;
+    # not rerun here: its logistic regression alone takes ~7 s); irbm's scored 0.935.
+    assert namespace["accuracy"] > 0.88
