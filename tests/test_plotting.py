@@ -35,7 +35,7 @@ def random_model(family, n_visible=16, n_hidden=6, seed=0, **options):
                          **options}, dtype=torch.float64)
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for parameter in (model.W, model.b, model.c):
+        for parameter in model.parameters():
             parameter.copy_(2 * torch.randn(parameter.shape, generator=generator,
                                             dtype=torch.float64))
     return model
@@ -133,7 +133,7 @@ def test_plot_filters(tmp_path):
     figure = plotting.plot_filters(model, (8, 8), tmp_path / "filters.png")
     assert_non_trivial(tmp_path / "filters.png")
     assert figure._suptitle.get_text() == "First 7 filters"
-    plotting.plot_filters(model.W.detach()[:3].numpy(), (8, 8), tmp_path / "array.png",
+    plotting.plot_filters(model.filters()[:3].numpy(), (8, 8), tmp_path / "array.png",
                           order="F")
     assert_non_trivial(tmp_path / "array.png")
     with pytest.raises(ValueError, match="n_filters"):

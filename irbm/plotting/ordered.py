@@ -1,187 +1,23 @@
-"""Figures of the paper's "Experiments" section: image grids, filters, samples, P(z | v) and the
-top inputs for intervals of z. Curves over training and AIS live in `plotting_curves` and are
-re-exported here, so ``irbm.plotting`` is the one module to import.
-
-Every function takes arrays or tensors, returns the `matplotlib.figure.Figure`, and when given
-``path`` also writes it there as a PNG, atomically. Images are flat vectors of length
-height * width; ``order="F"`` reads them column-major (CalTech101 Silhouettes is stored so).
+"""Figures of the ordered models (those with z): P(z | v) for a few inputs, and the inputs that
+maximize P(a <= z < b | v) for intervals [a, b) of z.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 import torch
 
-from ._figures import (TITLE_INCHES, as_numpy, check_image_shape, check_order, draw_mosaic,
-                       finish_figure, mosaic_figure, new_figure, tile_images)
-from .plotting_curves import plot_ais_convergence, plot_size_history, plot_training_curves
+from ._canvas import (as_numpy, check_image_shape, check_order, draw_mosaic, finish_figure,
+                      new_figure, tile_images)
 
-__all__ = ["image_grid", "plot_filters", "plot_samples", "plot_chain_evolution",
-           "plot_p_z_given_v", "top_inputs_by_z_interval", "plot_top_inputs_by_z_interval",
-           "plot_size_history", "plot_ais_convergence", "plot_training_curves", "tile_images"]
-
-
-def image_grid(images, image_shape, path=None, *, n_columns=None, order="C", title=None,
-               value_range=(0.0, 1.0), border_color="0.5"):
-    """Draw flat images as a grid, filling each row left to right.
-
-    Parameters
-    ----------
-    images : array or tensor (N, height * width)
-        Values in ``value_range`` (binary images or probabilities by default).
-    image_shape : (height, width)
-    path : str or Path, optional
-        Where to write the PNG.
-    n_columns : int, optional
-        Images per row; default ceil(sqrt(N)).
-    order : {"C", "F"}
-        "F" for column-major vectors (CalTech101 Silhouettes).
-    title : str, optional
-    value_range : (low, high) or None
-        Values mapped to black and white; None uses the images' own range.
-    border_color : matplotlib color
-        Color of the lines between images.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
-    mosaic = tile_images(images, image_shape, n_columns=n_columns, order=order, empty=np.inf)
-    return mosaic_figure(mosaic, title, value_range, border_color, path)
-
-
-def plot_filters(model, image_shape, path=None, *, n_filters=96, n_columns=12, order="C",
-                 title=None):
-    """Draw the first ``n_filters`` rows of W as images, as in the paper's filters figure.
-
-    Filter k sits at row k // n_columns, column k % n_columns (across columns first). Each
-    filter is scaled by its own largest absolute weight so that weak filters stay visible; zero
-    is mid-gray, so an untrained iRBM unit (all-zero weights) shows as a flat gray square.
-
-    Parameters
-    ----------
-    model : EnergyModel or array (n_hidden, n_visible)
-        A model (its ``W`` is used) or the weight matrix itself.
-    image_shape : (height, width)
-    path : str or Path, optional
-    n_filters : int
-        How many filters to show (fewer if the model has fewer units).
-    n_columns : int
-    order : {"C", "F"}
-    title : str, optional
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
-    weights = as_numpy(model.W if hasattr(model, "W") else model, "weights", dims=2)
-    if int(n_filters) < 1:
-        raise ValueError(f"n_filters must be >= 1, got {n_filters}")
-    weights = weights[: int(n_filters)]
-    largest = np.abs(weights).max(axis=1, keepdims=True)
-    normalized = 0.5 + 0.5 * weights / np.where(largest > 0, largest, 1.0)
-    mosaic = tile_images(normalized, image_shape, n_columns=n_columns, order=order,
-                         empty=np.inf)
-    if title is None:
-        title = f"First {len(weights)} filters"
-    return mosaic_figure(mosaic, title, (0.0, 1.0), "#1f3b73", path)
-
-
-def plot_samples(samples, image_shape, path=None, *, n_columns=None, order="C", title=None):
-    """Draw one or several grids of samples side by side, as in the paper's samples figures.
-
-    Parameters
-    ----------
-    samples : array (N, D), SampleResult, or mapping label -> array (N_i, D)
-        Several panels (e.g. {"Test set": ..., "RBM": ..., "iRBM": ...}) are drawn left to
-        right with their labels. A SampleResult shows its probabilities when it has them.
-    image_shape : (height, width), with height * width = D
-    path : str or Path, optional
-    n_columns : int, optional
-        Images per row in each panel; default ceil(sqrt(N_i)).
-    order : {"C", "F"}
-    title : str, optional
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
-    panels = dict(samples) if isinstance(samples, Mapping) else {"": samples}
-    if not panels:
-        raise ValueError("samples is an empty mapping: nothing to draw")
-    mosaics = {}
-    for label, images in panels.items():
-        if hasattr(images, "samples"):  # a SampleResult
-            images = images.probabilities if images.probabilities is not None else images.samples
-        mosaics[label] = tile_images(images, image_shape, n_columns=n_columns, order=order,
-                                     empty=np.inf)
-    if list(mosaics) == [""]:  # one unlabeled grid
-        return mosaic_figure(mosaics[""], title, (0.0, 1.0), "0.5", path)
-
-    tallest = max(mosaic.shape[0] for mosaic in mosaics.values())
-    widths = [mosaic.shape[1] for mosaic in mosaics.values()]
-    panel_height = 3.0
-    figure = new_figure(panel_height * sum(widths) / tallest + 0.3 * len(widths),
-                        panel_height + 0.5 + (TITLE_INCHES if title else 0))
-    grid = figure.add_gridspec(1, len(mosaics), width_ratios=widths, wspace=0.08)
-    for index, (label, mosaic) in enumerate(mosaics.items()):
-        axes = figure.add_subplot(grid[0, index])
-        draw_mosaic(axes, mosaic, (0.0, 1.0), "0.5")
-        axes.set_title(str(label))
-    if title:
-        figure.suptitle(title)
-    return finish_figure(figure, path)
-
-
-def plot_chain_evolution(snapshots, steps, image_shape, path=None, *, order="C", title=None):
-    """Draw Gibbs chains over time: one row per chain, one column per snapshot step.
-
-    Parameters
-    ----------
-    snapshots : array (n_snapshots, n_chains, D)
-        As in ``SampleResult.snapshots``.
-    steps : sequence of int, length n_snapshots
-        Gibbs step of each snapshot (``SampleResult.snapshot_steps``).
-    image_shape : (height, width)
-    path : str or Path, optional
-    order : {"C", "F"}
-    title : str, optional
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
-    snapshots = as_numpy(snapshots, "snapshots", dims=3)
-    steps = [int(step) for step in steps]
-    if len(steps) != snapshots.shape[0]:
-        raise ValueError(f"steps has {len(steps)} entries for {snapshots.shape[0]} snapshots")
-    n_snapshots, n_chains, _ = snapshots.shape
-    by_chain = snapshots.transpose(1, 0, 2).reshape(n_snapshots * n_chains, -1)
-    mosaic = tile_images(by_chain, image_shape, n_columns=n_snapshots, order=order)
-    height, width = check_image_shape(image_shape, snapshots.shape[2])
-    cell = 0.8
-    figure = new_figure(n_snapshots * cell + 0.6, n_chains * cell + 0.9)
-    axes = figure.add_axes((0.5 / (n_snapshots * cell + 0.6), 0.6 / (n_chains * cell + 0.9),
-                            n_snapshots * cell / (n_snapshots * cell + 0.6),
-                            n_chains * cell / (n_chains * cell + 0.9)))
-    draw_mosaic(axes, mosaic, (0.0, 1.0), "0.5")
-    axes.set_axis_on()
-    axes.set_xticks(np.arange(n_snapshots) * (width + 1) + (width - 1) / 2, steps)
-    axes.set_yticks([])
-    axes.set_xlabel("Gibbs step")
-    axes.set_ylabel("chain")
-    for spine in axes.spines.values():
-        spine.set_visible(False)
-    figure.suptitle(title or "Evolution of the Gibbs chains")
-    return finish_figure(figure, path)
+__all__ = ["plot_p_z_given_v", "top_inputs_by_z_interval", "plot_top_inputs_by_z_interval"]
 
 
 def _ordered_only(model, what):
-    if getattr(model, "family", None) not in ("orbm", "irbm"):
-        raise ValueError(f"{what} needs an ordered model (orbm or irbm) with a z variable, got "
-                         f"family {getattr(model, 'family', type(model).__name__)!r}")
+    if not getattr(model, "has_z", False):
+        name = getattr(model, "display_name", type(model).__name__)
+        raise ValueError(f"{what} needs a model with a z variable (has_z: the families orbm or "
+                         f"irbm, or one of their subclasses), got an {name}")
 
 
 def _tail_position(n_hidden):
@@ -213,7 +49,7 @@ def plot_p_z_given_v(model, examples, image_shape, path=None, *, order="C", titl
 
     Parameters
     ----------
-    model : OrderedRBM or InfiniteRBM
+    model : EnergyModel with ``has_z``
     examples : array (M, n_visible)
         Binary inputs, one figure row each.
     image_shape : (height, width)
@@ -230,10 +66,10 @@ def plot_p_z_given_v(model, examples, image_shape, path=None, *, order="C", titl
     with torch.no_grad():
         # In float64, a tiny tail mass prints as e.g. 1e-75 instead of underflowing to 0.
         probabilities = torch.exp(model.log_p_z_given_v(examples).double()).cpu().numpy()
-    images = as_numpy(model._check_visible(examples), "examples")
+    images = as_numpy(model.check_visible(examples), "examples")
     height, width = check_image_shape(image_shape, images.shape[1])
     n_rows, n_hidden = probabilities.shape[0], model.n_hidden
-    has_tail = model.family == "irbm"
+    has_tail = model.has_tail
     z_values = np.arange(1, n_hidden + 1)
 
     figure = new_figure(8.0, 1.1 * n_rows + 0.9)
@@ -258,7 +94,7 @@ def plot_p_z_given_v(model, examples, image_shape, path=None, *, order="C", titl
     last = _tail_position(n_hidden) if has_tail else n_hidden
     curve_axes.set_xlim(0.5, last + 0.5 + 0.01 * n_hidden)
     curve_axes.set_xlabel("z (number of hidden units used)")
-    figure.suptitle(title or f"P(z | v) of a {model.family} with {n_hidden} hidden units")
+    figure.suptitle(title or f"P(z | v) of an {model.display_name} with {n_hidden} hidden units")
     return finish_figure(figure, path)
 
 
@@ -274,7 +110,7 @@ def top_inputs_by_z_interval(model, data, intervals=None, top=10, batch_size=102
 
     Parameters
     ----------
-    model : OrderedRBM or InfiniteRBM
+    model : EnergyModel with ``has_z``
     data : array (N, n_visible)
         Binary inputs (the paper used the test set).
     intervals : sequence of (a, b), optional
@@ -305,7 +141,7 @@ def top_inputs_by_z_interval(model, data, intervals=None, top=10, batch_size=102
                              f"= {n_hidden + 1}")
     if int(top) < 1:
         raise ValueError(f"top must be >= 1, got {top}")
-    data = model._check_visible(data)
+    data = model.check_visible(data)
     masses = []
     with torch.no_grad():
         for chunk in data.split(int(batch_size)):
@@ -331,7 +167,7 @@ def plot_top_inputs_by_z_interval(model, data, image_shape, path=None, *, interv
     """
     check_order(order)
     indices, averages, intervals = top_inputs_by_z_interval(model, data, intervals, top)
-    images = as_numpy(model._check_visible(data)[torch.as_tensor(indices.ravel())], "data")
+    images = as_numpy(model.check_visible(data)[torch.as_tensor(indices.ravel())], "data")
     height, width = check_image_shape(image_shape, images.shape[1])
     n_top, n_intervals = indices.shape
     mosaic = tile_images(images, image_shape, n_columns=n_intervals, order=order)

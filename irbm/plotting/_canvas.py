@@ -16,7 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
-from ._io import atomic_write
+from .._io import atomic_write
 
 ORDERS = ("C", "F")
 DPI = 100

@@ -1,8 +1,4 @@
-"""Curves: the iRBM's hidden-layer size over training, AIS convergence and training metrics.
-
-Re-exported by `irbm.plotting`; import them from there. Each function returns the Figure and
-writes a PNG atomically when given ``path``.
-"""
+"""Curves: the hidden-layer size over training, AIS convergence and training metrics."""
 
 from __future__ import annotations
 
@@ -11,11 +7,13 @@ import numbers
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from ._figures import as_numpy, finish_figure, new_figure
+from ._canvas import as_numpy, finish_figure, new_figure
+
+__all__ = ["plot_size_history", "plot_ais_convergence", "plot_training_curves"]
 
 
 def plot_size_history(epochs, sizes, path=None, *, title=None):
-    """Draw the number of hidden units of an iRBM over training.
+    """Draw the number of hidden units of a growing model (the iRBM) over training.
 
     Parameters
     ----------
@@ -45,7 +43,7 @@ def plot_size_history(epochs, sizes, path=None, *, title=None):
     axes.yaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_ylim(bottom=0)
     axes.grid(alpha=0.3)
-    axes.set_title(title or "Hidden-layer size of the iRBM during training")
+    axes.set_title(title or "Hidden-layer size during training")
     figure.tight_layout()
     return finish_figure(figure, path)
 
