@@ -9,7 +9,8 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.image import imread
 
-from irbm import build_model, plotting
+import irbm
+from irbm import build_model, plotting, runs
 from irbm.plotting import tile_images, top_inputs_by_z_interval
 from irbm.sampling import sample
 
@@ -279,3 +280,113 @@ def test_plot_training_curves(tmp_path):
     for bad in ([], [{"epoch": 1}], ["not a dict"]):
         with pytest.raises(ValueError, match="history"):
             plotting.plot_training_curves(bad)
+
+
+# ------------------------------------------------------------------ one colour convention
+# A 4x4 binary image with both values; 1 must be white and 0 black in every image figure.
+PATTERN = np.array([1, 1, 0, 0, 1, 0, 1, 0, 0, 0, 1, 1, 1, 0, 0, 1], dtype=np.float64)
+
+
+def image_rgb(axes):
+    """RGB (H, W, 3) of the first image drawn in ``axes``, whatever way it was drawn."""
+    image = axes.images[0]
+    return image.to_rgba(image.get_array())[..., :3]
+
+
+def first_cell(rgb, size=4):
+    return rgb[:size, :size].reshape(-1, 3)
+
+
+def all_texts(figure):
+    return [text.get_text() for text in figure.texts] + [
+        text.get_text() for axes in figure.axes for text in axes.texts]
+
+
+def test_binary_images_share_one_colour_convention():
+    model = random_model("irbm", n_hidden=6)
+    data = torch.as_tensor(np.tile(PATTERN, (12, 1)))
+    expected = np.where(PATTERN[:, None] == 1, 1.0, 0.0) * np.ones(3)  # white for 1, black 0
+    figures = {
+        "samples": plotting.plot_samples(PATTERN[None], (4, 4), one_means="background"),
+        "panels": plotting.plot_samples({"a": PATTERN[None]}, (4, 4), one_means="background"),
+        "chains": plotting.plot_chain_evolution(PATTERN[None, None], [0], (4, 4),
+                                                one_means="background"),
+        "p_z": plotting.plot_p_z_given_v(model, PATTERN[None], (4, 4), one_means="background"),
+        "top": plotting.plot_top_inputs_by_z_interval(model, data, (4, 4), top=2,
+                                                      one_means="background"),
+    }
+    axes_with_image = {name: next(axes for axes in figure.axes if axes.images)
+                       for name, figure in figures.items()}
+    for name, axes in axes_with_image.items():
+        assert np.allclose(first_cell(image_rgb(axes)), expected), name
+        # The caption says what white is, naming what 1 stands for in this data.
+        assert "white = 1 (background), black = 0" in all_texts(figures[name]), name
+    # Framed, so that white pixels at the edge do not merge into the white page.
+    frame = axes_with_image["p_z"].spines["left"]
+    assert frame.get_visible() and frame.get_edgecolor()[:3] != (1.0, 1.0, 1.0)
+
+
+def test_image_grid_caption_only_with_title_or_meaning():
+    assert all_texts(plotting.image_grid(PATTERN, (4, 4))) == []
+    texts = all_texts(plotting.image_grid(PATTERN, (4, 4), title="Data"))
+    assert "white = 1, black = 0" in texts  # neutral when the meaning of 1 is unknown
+
+
+def test_filters_use_a_diverging_map_centred_at_zero():
+    weights = np.zeros((1, 16))
+    weights[0, 0], weights[0, 1] = 2.0, -2.0
+    figure = plotting.plot_filters(weights, (4, 4))
+    rgb = image_rgb(figure.axes[0])
+    positive, negative, zero = rgb[0, 0], rgb[0, 1], rgb[0, 2]
+    assert positive.argmax() == 0 and negative.argmax() == 2  # red and blue
+    assert np.all(zero > 0.9)  # zero is white, not the mid-gray of a binary image
+    assert any("red > 0 > blue" in text for text in all_texts(figure))
+
+
+def test_samples_figure_shows_binary_states_not_last_step_probabilities():
+    model = random_model("irbm", n_visible=16)
+    result = sample(model, 9, 5, generator=0)
+    assert not torch.all((result.probabilities == 0) | (result.probabilities == 1))
+    shown = image_rgb(plotting.plot_samples(result, (4, 4)).axes[0])
+    cells = first_cell(shown)
+    assert np.all((cells == 0) | (cells == 1))  # only black and white
+    assert np.allclose(cells[:, 0], result.samples[0].numpy())
+    smooth = image_rgb(plotting.plot_samples(result, (4, 4), probabilities=True).axes[0])
+    assert np.allclose(first_cell(smooth)[:, 0], result.probabilities[0].numpy(), atol=0.01)
+
+
+# ------------------------------------------------------------------ all the figures of a run
+class TinyDataset:
+    """What `figures_for_run` reads from a dataset."""
+    image_shape, pixel_order, n_visible, one_means = (4, 4), "C", 16, "background"
+
+    def __init__(self):
+        self.train = self.test = binary_data(40).numpy().astype(np.uint8)
+
+
+@pytest.mark.parametrize("family", ["rbm", "irbm"])
+def test_figures_for_run(tmp_path, monkeypatch, family):
+    from irbm.plotting import run
+    model = random_model(family).float()
+    irbm.save(model, tmp_path / "model.safetensors")
+    sizes = [(0, 6), (2, 6)] if family == "rbm" else [(0, 4), (2, 6)]
+    history = [{"epoch": epoch, "n_hidden": 6, "train_free_energy": 10.0 - epoch}
+                for epoch in (1, 2, 3)]
+    runs.write_json(tmp_path / runs.HISTORY_FILE, {"history": history, "size_history": sizes})
+    captions = []
+    for name in ("plot_samples", "plot_p_z_given_v", "plot_top_inputs_by_z_interval"):
+        original = getattr(run, name)
+
+        def spy(*args, _original=original, **options):
+            captions.append(options.get("one_means"))
+            return _original(*args, **options)
+        monkeypatch.setattr(run, name, spy)
+
+    written = plotting.figures_for_run(tmp_path, TinyDataset())
+    expected = {"filters", "samples", "training_curves"}
+    if family == "irbm":  # a model with z, grown during training
+        expected |= {"p_z_given_v", "top_inputs_by_z", "hidden_size"}
+    assert {path.stem for path in written} == expected
+    for path in written:
+        assert_non_trivial(path)
+    assert captions and set(captions) == {"background"}  # taken from the dataset

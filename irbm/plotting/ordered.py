@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._canvas import (as_numpy, check_image_shape, check_order, draw_mosaic, finish_figure,
-                      new_figure, tile_images)
+from ._canvas import (add_heading, as_numpy, check_image_shape, check_order, draw_mosaic,
+                      finish_figure, heading_inches, new_figure, pixel_caption, tile_images)
 
 __all__ = ["plot_p_z_given_v", "top_inputs_by_z_interval", "plot_top_inputs_by_z_interval"]
 
@@ -38,7 +38,8 @@ def _draw_tail(axes, n_hidden, tail, curve_top):
               va="bottom", fontsize=7, color="tab:red")
 
 
-def plot_p_z_given_v(model, examples, image_shape, path=None, *, order="C", title=None):
+def plot_p_z_given_v(model, examples, image_shape, path=None, *, order="C", title=None,
+                     one_means=None):
     """Draw P(z | v) for a few examples: each row shows the example at left and the curve of
     P(z | v) over z = 1..n_hidden at right, as in the paper's figure.
 
@@ -56,6 +57,8 @@ def plot_p_z_given_v(model, examples, image_shape, path=None, *, order="C", titl
     path : str or Path, optional
     order : {"C", "F"}
     title : str, optional
+    one_means : str, optional
+        What pixel value 1 stands for, written in the caption.
 
     Returns
     -------
@@ -67,19 +70,22 @@ def plot_p_z_given_v(model, examples, image_shape, path=None, *, order="C", titl
         # In float64, a tiny tail mass prints as e.g. 1e-75 instead of underflowing to 0.
         probabilities = torch.exp(model.log_p_z_given_v(examples).double()).cpu().numpy()
     images = as_numpy(model.check_visible(examples), "examples")
-    height, width = check_image_shape(image_shape, images.shape[1])
+    check_image_shape(image_shape, images.shape[1])
     n_rows, n_hidden = probabilities.shape[0], model.n_hidden
     has_tail = model.has_tail
     z_values = np.arange(1, n_hidden + 1)
 
-    figure = new_figure(8.0, 1.1 * n_rows + 0.9)
-    grid = figure.add_gridspec(n_rows, 2, width_ratios=[1, 6], wspace=0.2, hspace=0.35)
+    title = title or f"P(z | v) of an {model.display_name} with {n_hidden} hidden units"
+    caption = pixel_caption(one_means)
+    top = heading_inches(title, caption) + 0.2  # + the tail values above the first row
+    figure = new_figure(8.0, 1.1 * n_rows + 0.7 + top)
+    grid = figure.add_gridspec(n_rows, 2, width_ratios=[1, 6], wspace=0.2, hspace=0.35,
+                               top=1 - top / figure.get_figheight())
     curve_axes = None
     for row in range(n_rows):
         image_axes = figure.add_subplot(grid[row, 0])
-        image_axes.imshow(images[row].reshape(height, width, order=order), cmap="gray",
-                          vmin=0, vmax=1, interpolation="nearest")
-        image_axes.set_axis_off()
+        draw_mosaic(image_axes, tile_images(images[row], image_shape, order=order), (0.0, 1.0),
+                    "0.5")
         curve_axes = figure.add_subplot(grid[row, 1], sharex=curve_axes)
         curve_axes.plot(z_values, probabilities[row, :n_hidden], color="tab:blue",
                         marker="." if n_hidden <= 50 else None, label="P(z | v)")
@@ -94,7 +100,7 @@ def plot_p_z_given_v(model, examples, image_shape, path=None, *, order="C", titl
     last = _tail_position(n_hidden) if has_tail else n_hidden
     curve_axes.set_xlim(0.5, last + 0.5 + 0.01 * n_hidden)
     curve_axes.set_xlabel("z (number of hidden units used)")
-    figure.suptitle(title or f"P(z | v) of an {model.display_name} with {n_hidden} hidden units")
+    add_heading(figure, title, caption)
     return finish_figure(figure, path)
 
 
@@ -157,13 +163,14 @@ def top_inputs_by_z_interval(model, data, intervals=None, top=10, batch_size=102
 
 
 def plot_top_inputs_by_z_interval(model, data, image_shape, path=None, *, intervals=None,
-                                  top=10, order="C", title=None):
+                                  top=10, order="C", title=None, one_means=None):
     """Draw the paper's top-inputs figure: for each interval [a, b) of z, a column of the
     ``top`` inputs maximizing P(a <= z < b | v) (best at the top), with a bar above giving the
     average of that probability over them.
 
     Parameters and ``intervals`` are as in `top_inputs_by_z_interval`; ``image_shape`` is
-    (height, width), ``order`` is "C" or "F", ``path`` optional. Returns the Figure.
+    (height, width), ``order`` is "C" or "F", ``path`` optional, ``one_means`` what pixel
+    value 1 stands for (written in the caption). Returns the Figure.
     """
     check_order(order)
     indices, averages, intervals = top_inputs_by_z_interval(model, data, intervals, top)
@@ -172,8 +179,11 @@ def plot_top_inputs_by_z_interval(model, data, image_shape, path=None, *, interv
     n_top, n_intervals = indices.shape
     mosaic = tile_images(images, image_shape, n_columns=n_intervals, order=order)
 
-    cell, left, right, bottom, bar, gap, top_margin = 0.6, 0.8, 0.2, 0.8, 1.2, 0.1, 0.5
-    width_inches = n_intervals * cell + left + right
+    title = title or f"Top {n_top} inputs maximizing P(a ≤ z < b | v)"
+    caption = pixel_caption(one_means)
+    cell, left, right, bottom, bar, gap = 0.6, 0.8, 0.2, 0.8, 1.2, 0.1
+    top_margin = heading_inches(title, caption) + 0.1
+    width_inches = max(n_intervals * cell + left + right, 4.0)
     height_inches = n_top * cell + bottom + bar + gap + top_margin
     figure = new_figure(width_inches, height_inches)
     image_axes = figure.add_axes((left / width_inches, bottom / height_inches,
@@ -185,7 +195,6 @@ def plot_top_inputs_by_z_interval(model, data, image_shape, path=None, *, interv
     draw_mosaic(image_axes, mosaic, (0.0, 1.0), "0.5", aspect="auto",
                 extent=(-0.5, -0.5 + mosaic.shape[1] / (width + 1),
                         -0.5 + mosaic.shape[0] / (height + 1), -0.5))
-    image_axes.set_axis_on()
     image_axes.set_xlim(-0.5, n_intervals - 0.5)
     image_axes.set_xticks(np.arange(n_intervals), [f"[{a}, {b})" for a, b in intervals],
                           rotation=45, ha="right", fontsize=8)
@@ -196,5 +205,5 @@ def plot_top_inputs_by_z_interval(model, data, image_shape, path=None, *, interv
     bar_axes.set_ylim(0, max(float(averages.max()), 1e-12) * 1.25)
     bar_axes.tick_params(labelbottom=False, labelsize=7)
     bar_axes.set_ylabel("mean P(a≤z<b|v)", fontsize=8)
-    figure.suptitle(title or f"Top {n_top} inputs maximizing P(a ≤ z < b | v)")
+    add_heading(figure, title, caption)
     return finish_figure(figure, path)

@@ -37,26 +37,33 @@ def figures_for_run(run_dir, dataset, *, device=None) -> list[Path]:
 
     plot_filters(model, shape, keep("filters.png"), order=order,
                  title=f"{model.display_name}: first filters of {model.n_hidden}")
+    # Datasets that say what pixel value 1 stands for get it named in the image captions.
+    one_means = getattr(dataset, "one_means", None)
     samples_file = run_dir / "samples.npz"
     if samples_file.exists():
         with np.load(samples_file, allow_pickle=False) as stored:
-            images = stored["probabilities"]
+            images = stored["samples"]
+        how = "from irbm sample"
     else:
         generator = torch.Generator(device=model.device).manual_seed(0)
         # Ordered models without a tail mix slowly from noise: the paper starts them at z = K.
+        start_at_k = model.has_z and not model.has_tail
         images = sample(model, _QUICK_SAMPLES, _QUICK_STEPS, generator=generator,
-                        z_max_init=model.has_z and not model.has_tail).probabilities.cpu().numpy()
-    plot_samples(images, shape, keep("samples.png"), order=order,
-                 title=f"{model.display_name} samples")
+                        z_max_init=start_at_k).samples.cpu().numpy()
+        how = f"{_QUICK_STEPS} Gibbs steps from noise" + (", z = K first" if start_at_k else "")
+    # Binary states, not P(v | h) of the last step: that mean is a smooth blur for chains at
+    # small z and hid what the chains actually produce.
+    plot_samples(images, shape, keep("samples.png"), order=order, one_means=one_means,
+                 title=f"{model.display_name} samples ({how})")
     if model.has_z:
         test = torch.as_tensor(dataset.test[:2000] if len(dataset.test) else dataset.train[:2000])
         # The paper's first row is unstructured noise, whose P(z|v) peaks at small z.
         noise = (torch.rand((1, dataset.n_visible), generator=torch.Generator().manual_seed(0))
                  < 0.5).to(test.dtype)
         plot_p_z_given_v(model, torch.cat([noise, test[:7]]), shape, keep("p_z_given_v.png"),
-                         order=order)
+                         order=order, one_means=one_means)
         plot_top_inputs_by_z_interval(model, test, shape, keep("top_inputs_by_z.png"),
-                                      order=order)
+                                      order=order, one_means=one_means)
     history = runs.read_json(run_dir / runs.HISTORY_FILE, default={"history": []})
     if history["history"]:
         plot_training_curves(history["history"], keep("training_curves.png"))
