@@ -12,6 +12,7 @@ from matplotlib.image import imread
 import irbm
 from irbm import build_model, plotting, runs
 from irbm.plotting import tile_images, top_inputs_by_z_interval
+from irbm.plotting.ordered import equal_width_z_intervals, quantile_z_intervals
 from irbm.sampling import sample
 
 # An upright 8x8 image: the top two rows white, the rest black.
@@ -224,13 +225,79 @@ def test_top_inputs_explicit_intervals_and_errors():
 
 def test_plot_top_inputs_by_z_interval(tmp_path):
     model = random_model("irbm", n_hidden=12)
+    # Equal-width intervals given explicitly (they were the default before the quantile ones).
     figure = plotting.plot_top_inputs_by_z_interval(model, binary_data(200), (4, 4),
-                                                    tmp_path / "top.png", top=10)
+                                                    tmp_path / "top.png", top=10,
+                                                    intervals=equal_width_z_intervals(12))
     assert_non_trivial(tmp_path / "top.png")
     image_axes = figure.axes[0]
     labels = [label.get_text() for label in image_axes.get_xticklabels()]
     assert labels[0] == "[1, 2)" and labels[-1] == "[12, 13)" and len(labels) == 10
     assert len(image_axes.get_yticklabels()) == 10
+
+
+def geometric_z_model(family, n_hidden=50):
+    """Zero weights and biases with beta = 3: each unit costs 2 ln 2, so P(z | v) = 3/4 (1/4)^(z-1)
+    for every v (up to the last units), all its mass at small z whatever the input."""
+    model = build_model({"family": family, "n_visible": 16, "n_hidden": n_hidden, "beta": 3.0},
+                        dtype=torch.float64)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.zero_()
+    return model
+
+
+@pytest.mark.parametrize("family", ["orbm", "irbm"])
+def test_p_z_axis_stops_where_the_mass_is(family):
+    model = geometric_z_model(family)
+    figure = plotting.plot_p_z_given_v(model, binary_data(3), (4, 4))
+    curve_axes = figure.axes[-1]
+    # 0.999 of the mass lies at z <= 5; the axis ends a few units later, far from l = 50.
+    assert 5 < curve_axes.get_xlim()[1] < 15
+    assert "axis cut at z =" in curve_axes.get_xlabel()
+    assert max(len(line.get_xdata()) for line in curve_axes.get_lines()) < 15
+    if family == "irbm":  # the tail keeps its marker and its value
+        assert all(text.get_text().startswith("P(z > l | v) = ")
+                   for axes in figure.axes[1::2] for text in axes.texts)
+        markers = [line for line in curve_axes.get_lines() if line.get_marker() in "D^"]
+        position = markers[0].get_xdata()[0]
+        assert position < curve_axes.get_xlim()[1]
+        # Its tick says "> l", not a number that would pass it off as one value of z.
+        ticks = dict(zip(curve_axes.get_xticks(), curve_axes.get_xticklabels()))
+        assert ticks[position].get_text() == "> l"
+
+
+def test_p_z_axis_is_not_cut_when_the_curves_fill_it():
+    model = random_model("orbm", n_hidden=6)
+    figure = plotting.plot_p_z_given_v(model, binary_data(4), (4, 4))
+    assert figure.axes[-1].get_xlim()[1] >= 6
+    assert "cut" not in figure.axes[-1].get_xlabel()
+
+
+def test_default_z_intervals_hold_comparable_shares_of_the_mass():
+    model = geometric_z_model("orbm")
+    data = binary_data(100)
+    _, _, intervals = top_inputs_by_z_interval(model, data)
+    pooled = torch.exp(model.log_p_z_given_v(data)).sum(0).detach().numpy()
+    shares = [pooled[a - 1:b - 1].sum() / pooled.sum() for a, b in intervals]
+    # Equal-width intervals would give [1, 6) all the mass and the nine others ~1e-3 or less.
+    assert min(shares) > 0.01
+    assert intervals[0][0] == 1 and intervals[-1][1] == 51
+    assert all(b == a_next for (_, b), (a_next, _) in zip(intervals, intervals[1:]))
+
+
+def test_quantile_z_intervals():
+    assert quantile_z_intervals(np.ones(20), 4) == [(1, 6), (6, 11), (11, 16), (16, 21)]
+    # All the mass on z = 101..150: the empty ends join the first and last intervals.
+    mass = np.r_[np.zeros(100), np.ones(50), np.zeros(100)]
+    intervals = quantile_z_intervals(mass, 5)
+    assert intervals == [(1, 111), (111, 121), (121, 131), (131, 141), (141, 251)]
+    # A value worth more than a share gets its own interval; a sliver joins its neighbour.
+    assert quantile_z_intervals([0.3, 0.001, 0.3, 0.1, 0.1, 0.2], 10) == [
+        (1, 3), (3, 4), (4, 5), (5, 6), (6, 7)]
+    for bad in ([], [0.0, 0.0], [1.0, -1.0]):
+        with pytest.raises(ValueError, match="mass"):
+            quantile_z_intervals(bad)
 
 
 # ------------------------------------------------------------------ curves
