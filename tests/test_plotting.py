@@ -349,6 +349,41 @@ def test_plot_training_curves(tmp_path):
             plotting.plot_training_curves(bad)
 
 
+
+def test_training_curves_of_an_rbm_have_no_flat_n_hidden_panel():
+    history = [{"epoch": epoch, "train_free_energy": 50 - epoch, "n_hidden": 100,
+                "reconstruction_error": 1 / epoch} for epoch in range(1, 11)]
+    figure = plotting.plot_training_curves(history)
+    labels = [axes.get_ylabel() for axes in figure.axes]
+    assert len(figure.axes) == 2 and "n hidden" not in labels
+    assert any("constant: n hidden = 100" in text for text in all_texts(figure))
+    # Constant series are still drawn when nothing else varies.
+    assert len(plotting.plot_training_curves([{"epoch": 1, "n_hidden": 5}]).axes) == 1
+
+
+def overlaps(first, second) -> bool:
+    return (first.x0 < second.x1 and second.x0 < first.x1
+            and first.y0 < second.y1 and second.y0 < first.y1)
+
+
+@pytest.mark.parametrize("log_z", [[40.0, 40.4, 40.3, 40.31], [40.31, 40.3, 40.4, 40.0]])
+def test_ais_note_is_clear_of_the_legend_and_the_axes(log_z):
+    n_chains = np.array([10, 100, 1000, 5000])
+    log_z = np.array(log_z)
+    low, high = np.array([-np.inf, 39.5, -np.inf, 40.0]), log_z + 0.3
+    high[3] = np.inf
+    figure = plotting.plot_ais_convergence(n_chains, log_z, low, high)
+    renderer = figure.canvas.get_renderer()
+    figure.draw(renderer)
+    axes = figure.axes[0]
+    notes = [text for text in axes.texts if "−∞" in text.get_text()]
+    assert len(notes) == 1 and "+∞ for 1" in notes[0].get_text()
+    note = notes[0].get_window_extent(renderer)
+    assert not overlaps(note, axes.get_legend().get_window_extent(renderer))
+    assert note.y1 <= axes.xaxis.label.get_window_extent(renderer).y0  # under the x label
+    assert note.y0 >= 0 and note.x1 <= figure.bbox.x1  # and inside the picture
+
+
 # ------------------------------------------------------------------ one colour convention
 # A 4x4 binary image with both values; 1 must be white and 0 black in every image figure.
 PATTERN = np.array([1, 1, 0, 0, 1, 0, 1, 0, 0, 0, 1, 1, 1, 0, 0, 1], dtype=np.float64)
