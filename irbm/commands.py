@@ -200,7 +200,7 @@ def _save_npz(path, arrays):
 
 # ---------------------------------------------------------------------------- plot
 def run_plot(args):
-    from .figures import figures_for_run
+    from .plotting import figures_for_run
     run_dir = Path(args.run)
     config, dataset = _run_dataset(run_dir, args.data_dir)
     written = figures_for_run(run_dir, dataset, device=args.device)

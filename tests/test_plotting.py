@@ -9,8 +9,10 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.image import imread
 
-from irbm import build_model, plotting
+import irbm
+from irbm import build_model, plotting, runs
 from irbm.plotting import tile_images, top_inputs_by_z_interval
+from irbm.plotting.ordered import equal_width_z_intervals, quantile_z_intervals
 from irbm.sampling import sample
 
 # An upright 8x8 image: the top two rows white, the rest black.
@@ -35,7 +37,7 @@ def random_model(family, n_visible=16, n_hidden=6, seed=0, **options):
                          **options}, dtype=torch.float64)
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for parameter in (model.W, model.b, model.c):
+        for parameter in model.parameters():
             parameter.copy_(2 * torch.randn(parameter.shape, generator=generator,
                                             dtype=torch.float64))
     return model
@@ -133,7 +135,7 @@ def test_plot_filters(tmp_path):
     figure = plotting.plot_filters(model, (8, 8), tmp_path / "filters.png")
     assert_non_trivial(tmp_path / "filters.png")
     assert figure._suptitle.get_text() == "First 7 filters"
-    plotting.plot_filters(model.W.detach()[:3].numpy(), (8, 8), tmp_path / "array.png",
+    plotting.plot_filters(model.filters()[:3].numpy(), (8, 8), tmp_path / "array.png",
                           order="F")
     assert_non_trivial(tmp_path / "array.png")
     with pytest.raises(ValueError, match="n_filters"):
@@ -223,13 +225,79 @@ def test_top_inputs_explicit_intervals_and_errors():
 
 def test_plot_top_inputs_by_z_interval(tmp_path):
     model = random_model("irbm", n_hidden=12)
+    # Equal-width intervals given explicitly (they were the default before the quantile ones).
     figure = plotting.plot_top_inputs_by_z_interval(model, binary_data(200), (4, 4),
-                                                    tmp_path / "top.png", top=10)
+                                                    tmp_path / "top.png", top=10,
+                                                    intervals=equal_width_z_intervals(12))
     assert_non_trivial(tmp_path / "top.png")
     image_axes = figure.axes[0]
     labels = [label.get_text() for label in image_axes.get_xticklabels()]
     assert labels[0] == "[1, 2)" and labels[-1] == "[12, 13)" and len(labels) == 10
     assert len(image_axes.get_yticklabels()) == 10
+
+
+def geometric_z_model(family, n_hidden=50):
+    """Zero weights and biases with beta = 3: each unit costs 2 ln 2, so P(z | v) = 3/4 (1/4)^(z-1)
+    for every v (up to the last units), all its mass at small z whatever the input."""
+    model = build_model({"family": family, "n_visible": 16, "n_hidden": n_hidden, "beta": 3.0},
+                        dtype=torch.float64)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.zero_()
+    return model
+
+
+@pytest.mark.parametrize("family", ["orbm", "irbm"])
+def test_p_z_axis_stops_where_the_mass_is(family):
+    model = geometric_z_model(family)
+    figure = plotting.plot_p_z_given_v(model, binary_data(3), (4, 4))
+    curve_axes = figure.axes[-1]
+    # 0.999 of the mass lies at z <= 5; the axis ends a few units later, far from l = 50.
+    assert 5 < curve_axes.get_xlim()[1] < 15
+    assert "axis cut at z =" in curve_axes.get_xlabel()
+    assert max(len(line.get_xdata()) for line in curve_axes.get_lines()) < 15
+    if family == "irbm":  # the tail keeps its marker and its value
+        assert all(text.get_text().startswith("P(z > l | v) = ")
+                   for axes in figure.axes[1::2] for text in axes.texts)
+        markers = [line for line in curve_axes.get_lines() if line.get_marker() in "D^"]
+        position = markers[0].get_xdata()[0]
+        assert position < curve_axes.get_xlim()[1]
+        # Its tick says "> l", not a number that would pass it off as one value of z.
+        ticks = dict(zip(curve_axes.get_xticks(), curve_axes.get_xticklabels()))
+        assert ticks[position].get_text() == "> l"
+
+
+def test_p_z_axis_is_not_cut_when_the_curves_fill_it():
+    model = random_model("orbm", n_hidden=6)
+    figure = plotting.plot_p_z_given_v(model, binary_data(4), (4, 4))
+    assert figure.axes[-1].get_xlim()[1] >= 6
+    assert "cut" not in figure.axes[-1].get_xlabel()
+
+
+def test_default_z_intervals_hold_comparable_shares_of_the_mass():
+    model = geometric_z_model("orbm")
+    data = binary_data(100)
+    _, _, intervals = top_inputs_by_z_interval(model, data)
+    pooled = torch.exp(model.log_p_z_given_v(data)).sum(0).detach().numpy()
+    shares = [pooled[a - 1:b - 1].sum() / pooled.sum() for a, b in intervals]
+    # Equal-width intervals would give [1, 6) all the mass and the nine others ~1e-3 or less.
+    assert min(shares) > 0.01
+    assert intervals[0][0] == 1 and intervals[-1][1] == 51
+    assert all(b == a_next for (_, b), (a_next, _) in zip(intervals, intervals[1:]))
+
+
+def test_quantile_z_intervals():
+    assert quantile_z_intervals(np.ones(20), 4) == [(1, 6), (6, 11), (11, 16), (16, 21)]
+    # All the mass on z = 101..150: the empty ends join the first and last intervals.
+    mass = np.r_[np.zeros(100), np.ones(50), np.zeros(100)]
+    intervals = quantile_z_intervals(mass, 5)
+    assert intervals == [(1, 111), (111, 121), (121, 131), (131, 141), (141, 251)]
+    # A value worth more than a share gets its own interval; a sliver joins its neighbour.
+    assert quantile_z_intervals([0.3, 0.001, 0.3, 0.1, 0.1, 0.2], 10) == [
+        (1, 3), (3, 4), (4, 5), (5, 6), (6, 7)]
+    for bad in ([], [0.0, 0.0], [1.0, -1.0]):
+        with pytest.raises(ValueError, match="mass"):
+            quantile_z_intervals(bad)
 
 
 # ------------------------------------------------------------------ curves
@@ -279,3 +347,148 @@ def test_plot_training_curves(tmp_path):
     for bad in ([], [{"epoch": 1}], ["not a dict"]):
         with pytest.raises(ValueError, match="history"):
             plotting.plot_training_curves(bad)
+
+
+
+def test_training_curves_of_an_rbm_have_no_flat_n_hidden_panel():
+    history = [{"epoch": epoch, "train_free_energy": 50 - epoch, "n_hidden": 100,
+                "reconstruction_error": 1 / epoch} for epoch in range(1, 11)]
+    figure = plotting.plot_training_curves(history)
+    labels = [axes.get_ylabel() for axes in figure.axes]
+    assert len(figure.axes) == 2 and "n hidden" not in labels
+    assert any("constant: n hidden = 100" in text for text in all_texts(figure))
+    # Constant series are still drawn when nothing else varies.
+    assert len(plotting.plot_training_curves([{"epoch": 1, "n_hidden": 5}]).axes) == 1
+
+
+def overlaps(first, second) -> bool:
+    return (first.x0 < second.x1 and second.x0 < first.x1
+            and first.y0 < second.y1 and second.y0 < first.y1)
+
+
+@pytest.mark.parametrize("log_z", [[40.0, 40.4, 40.3, 40.31], [40.31, 40.3, 40.4, 40.0]])
+def test_ais_note_is_clear_of_the_legend_and_the_axes(log_z):
+    n_chains = np.array([10, 100, 1000, 5000])
+    log_z = np.array(log_z)
+    low, high = np.array([-np.inf, 39.5, -np.inf, 40.0]), log_z + 0.3
+    high[3] = np.inf
+    figure = plotting.plot_ais_convergence(n_chains, log_z, low, high)
+    renderer = figure.canvas.get_renderer()
+    figure.draw(renderer)
+    axes = figure.axes[0]
+    notes = [text for text in axes.texts if "−∞" in text.get_text()]
+    assert len(notes) == 1 and "+∞ for 1" in notes[0].get_text()
+    note = notes[0].get_window_extent(renderer)
+    assert not overlaps(note, axes.get_legend().get_window_extent(renderer))
+    assert note.y1 <= axes.xaxis.label.get_window_extent(renderer).y0  # under the x label
+    assert note.y0 >= 0 and note.x1 <= figure.bbox.x1  # and inside the picture
+
+
+# ------------------------------------------------------------------ one colour convention
+# A 4x4 binary image with both values; 1 must be white and 0 black in every image figure.
+PATTERN = np.array([1, 1, 0, 0, 1, 0, 1, 0, 0, 0, 1, 1, 1, 0, 0, 1], dtype=np.float64)
+
+
+def image_rgb(axes):
+    """RGB (H, W, 3) of the first image drawn in ``axes``, whatever way it was drawn."""
+    image = axes.images[0]
+    return image.to_rgba(image.get_array())[..., :3]
+
+
+def first_cell(rgb, size=4):
+    return rgb[:size, :size].reshape(-1, 3)
+
+
+def all_texts(figure):
+    return [text.get_text() for text in figure.texts] + [
+        text.get_text() for axes in figure.axes for text in axes.texts]
+
+
+def test_binary_images_share_one_colour_convention():
+    model = random_model("irbm", n_hidden=6)
+    data = torch.as_tensor(np.tile(PATTERN, (12, 1)))
+    expected = np.where(PATTERN[:, None] == 1, 1.0, 0.0) * np.ones(3)  # white for 1, black 0
+    figures = {
+        "samples": plotting.plot_samples(PATTERN[None], (4, 4), one_means="background"),
+        "panels": plotting.plot_samples({"a": PATTERN[None]}, (4, 4), one_means="background"),
+        "chains": plotting.plot_chain_evolution(PATTERN[None, None], [0], (4, 4),
+                                                one_means="background"),
+        "p_z": plotting.plot_p_z_given_v(model, PATTERN[None], (4, 4), one_means="background"),
+        "top": plotting.plot_top_inputs_by_z_interval(model, data, (4, 4), top=2,
+                                                      one_means="background"),
+    }
+    axes_with_image = {name: next(axes for axes in figure.axes if axes.images)
+                       for name, figure in figures.items()}
+    for name, axes in axes_with_image.items():
+        assert np.allclose(first_cell(image_rgb(axes)), expected), name
+        # The caption says what white is, naming what 1 stands for in this data.
+        assert "white = 1 (background), black = 0" in all_texts(figures[name]), name
+    # Framed, so that white pixels at the edge do not merge into the white page.
+    frame = axes_with_image["p_z"].spines["left"]
+    assert frame.get_visible() and frame.get_edgecolor()[:3] != (1.0, 1.0, 1.0)
+
+
+def test_image_grid_caption_only_with_title_or_meaning():
+    assert all_texts(plotting.image_grid(PATTERN, (4, 4))) == []
+    texts = all_texts(plotting.image_grid(PATTERN, (4, 4), title="Data"))
+    assert "white = 1, black = 0" in texts  # neutral when the meaning of 1 is unknown
+
+
+def test_filters_use_a_diverging_map_centred_at_zero():
+    weights = np.zeros((1, 16))
+    weights[0, 0], weights[0, 1] = 2.0, -2.0
+    figure = plotting.plot_filters(weights, (4, 4))
+    rgb = image_rgb(figure.axes[0])
+    positive, negative, zero = rgb[0, 0], rgb[0, 1], rgb[0, 2]
+    assert positive.argmax() == 0 and negative.argmax() == 2  # red and blue
+    assert np.all(zero > 0.9)  # zero is white, not the mid-gray of a binary image
+    assert any("red > 0 > blue" in text for text in all_texts(figure))
+
+
+def test_samples_figure_shows_binary_states_not_last_step_probabilities():
+    model = random_model("irbm", n_visible=16)
+    result = sample(model, 9, 5, generator=0)
+    assert not torch.all((result.probabilities == 0) | (result.probabilities == 1))
+    shown = image_rgb(plotting.plot_samples(result, (4, 4)).axes[0])
+    cells = first_cell(shown)
+    assert np.all((cells == 0) | (cells == 1))  # only black and white
+    assert np.allclose(cells[:, 0], result.samples[0].numpy())
+    smooth = image_rgb(plotting.plot_samples(result, (4, 4), probabilities=True).axes[0])
+    assert np.allclose(first_cell(smooth)[:, 0], result.probabilities[0].numpy(), atol=0.01)
+
+
+# ------------------------------------------------------------------ all the figures of a run
+class TinyDataset:
+    """What `figures_for_run` reads from a dataset."""
+    image_shape, pixel_order, n_visible, one_means = (4, 4), "C", 16, "background"
+
+    def __init__(self):
+        self.train = self.test = binary_data(40).numpy().astype(np.uint8)
+
+
+@pytest.mark.parametrize("family", ["rbm", "irbm"])
+def test_figures_for_run(tmp_path, monkeypatch, family):
+    from irbm.plotting import run
+    model = random_model(family).float()
+    irbm.save(model, tmp_path / "model.safetensors")
+    sizes = [(0, 6), (2, 6)] if family == "rbm" else [(0, 4), (2, 6)]
+    history = [{"epoch": epoch, "n_hidden": 6, "train_free_energy": 10.0 - epoch}
+                for epoch in (1, 2, 3)]
+    runs.write_json(tmp_path / runs.HISTORY_FILE, {"history": history, "size_history": sizes})
+    captions = []
+    for name in ("plot_samples", "plot_p_z_given_v", "plot_top_inputs_by_z_interval"):
+        original = getattr(run, name)
+
+        def spy(*args, _original=original, **options):
+            captions.append(options.get("one_means"))
+            return _original(*args, **options)
+        monkeypatch.setattr(run, name, spy)
+
+    written = plotting.figures_for_run(tmp_path, TinyDataset())
+    expected = {"filters", "samples", "training_curves"}
+    if family == "irbm":  # a model with z, grown during training
+        expected |= {"p_z_given_v", "top_inputs_by_z", "hidden_size"}
+    assert {path.stem for path in written} == expected
+    for path in written:
+        assert_non_trivial(path)
+    assert captions and set(captions) == {"background"}  # taken from the dataset

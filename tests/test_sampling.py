@@ -25,7 +25,7 @@ def tiny_model(name, seed=0):
                         dtype=torch.float64)
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for parameter in (model.W, model.b, model.c):
+        for parameter in model.parameters():
             parameter.copy_(torch.randn(parameter.shape, generator=generator, dtype=torch.float64))
     return model
 
@@ -93,7 +93,7 @@ def test_z_max_init_forces_first_hidden_step(name):
 
 
 def test_z_max_init_rejects_rbm():
-    with pytest.raises(ValueError, match="z_max_init.*orbm or irbm"):
+    with pytest.raises(ValueError, match="z_max_init.*z variable; a RBM has none"):
         sample(tiny_model("rbm"), 4, 2, z_max_init=True)
 
 

@@ -1,8 +1,4 @@
-"""Curves: the iRBM's hidden-layer size over training, AIS convergence and training metrics.
-
-Re-exported by `irbm.plotting`; import them from there. Each function returns the Figure and
-writes a PNG atomically when given ``path``.
-"""
+"""Curves: the hidden-layer size over training, AIS convergence and training metrics."""
 
 from __future__ import annotations
 
@@ -11,11 +7,13 @@ import numbers
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from ._figures import as_numpy, finish_figure, new_figure
+from ._canvas import as_numpy, finish_figure, new_figure
+
+__all__ = ["plot_size_history", "plot_ais_convergence", "plot_training_curves"]
 
 
 def plot_size_history(epochs, sizes, path=None, *, title=None):
-    """Draw the number of hidden units of an iRBM over training.
+    """Draw the number of hidden units of a growing model (the iRBM) over training.
 
     Parameters
     ----------
@@ -45,7 +43,7 @@ def plot_size_history(epochs, sizes, path=None, *, title=None):
     axes.yaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_ylim(bottom=0)
     axes.grid(alpha=0.3)
-    axes.set_title(title or "Hidden-layer size of the iRBM during training")
+    axes.set_title(title or "Hidden-layer size during training")
     figure.tight_layout()
     return finish_figure(figure, path)
 
@@ -56,7 +54,8 @@ def plot_ais_convergence(n_chains, log_z, log_z_low, log_z_high, path=None, *, e
 
     A lower bound ln(Z-hat - 3 sigma) of -inf (3 sigma exceeds Z-hat: a few chains dominate the
     weights) cannot be drawn: the band is clipped at the bottom of the axis there, those points
-    get a downward marker, and a note says how many bounds were infinite.
+    get a downward marker, and a note below the axes (clear of the legend) says how many bounds
+    were infinite.
 
     Parameters
     ----------
@@ -103,17 +102,22 @@ def plot_ais_convergence(n_chains, log_z, log_z_low, log_z_high, path=None, *, e
     if exact is not None:
         axes.axhline(float(exact), color="black", linestyle="--", linewidth=1,
                      label=f"exact ln Z = {float(exact):.4g}")
+    notes = []
     if low_infinite.any():
         axes.plot(n_chains[low_infinite], np.full(low_infinite.sum(), bottom), linestyle="none",
                   marker="v", markersize=8, color="tab:red", clip_on=False,
                   label="ln(Ẑ − 3σ) = −∞ (clipped)")
-        axes.text(0.02, 0.97, f"lower bound is −∞ for {int(low_infinite.sum())} of "
-                  f"{len(low)} estimates: band clipped at the axis", transform=axes.transAxes,
-                  fontsize=8, color="tab:red", va="top")
+        notes.append(f"lower bound is −∞ for {int(low_infinite.sum())} of {len(low)} "
+                     "estimates: band clipped at the axis")
     if high_infinite.any():
-        axes.text(0.02, 0.90, f"upper bound is +∞ for {int(high_infinite.sum())} estimates: "
-                  "band clipped at the axis", transform=axes.transAxes, fontsize=8,
-                  color="tab:red", va="top")
+        notes.append(f"upper bound is +∞ for {int(high_infinite.sum())} of {len(high)} "
+                     "estimates: band clipped at the axis")
+    if notes:
+        # Below the x label, outside the axes: the legend lives inside them, so the two cannot
+        # overlap wherever "best" puts the legend. tight_layout makes room for it.
+        axes.annotate("\n".join(notes), xy=(0.0, 0.0), xycoords=("axes fraction", axes.xaxis.label),
+                      xytext=(0, -4), textcoords="offset points", ha="left", va="top",
+                      fontsize=8, color="tab:red")
     if n_chains.min() > 0 and n_chains.max() >= 10 * n_chains.min():
         axes.set_xscale("log")
     axes.set_ylim(bottom, top)
@@ -152,7 +156,9 @@ def plot_training_curves(history, path=None, *, title=None):
         One dict per evaluation, e.g. {"epoch": 3, "train_free_energy": ...,
         "valid_free_energy": ..., "reconstruction_error": ..., "n_hidden": ...}. Every numeric
         key except "epoch" is drawn; keys missing from some entries (metrics computed only every
-        few epochs) are drawn where present. Without "epoch", entries are numbered from 1.
+        few epochs) are drawn where present. A metric that never changes (an RBM's n_hidden)
+        gets no panel: its value is written below the panels. Without "epoch", entries are
+        numbered from 1.
     path : str or Path, optional
     title : str, optional
 
@@ -172,14 +178,22 @@ def plot_training_curves(history, path=None, *, title=None):
                  if key != "epoch" and key not in keys and _is_number(value)]
     if not keys:
         raise ValueError("history has no numeric metric besides 'epoch'")
+    series = {key: np.array([entry[key] if _is_number(entry.get(key)) else np.nan
+                             for entry in history], dtype=np.float64) for key in keys}
+    # A series that never changes (an RBM's n_hidden, a fixed setting) gets no panel, only a
+    # mention below the panels; if every series is constant, they are all drawn.
+    constant = [key for key in keys if np.unique(series[key][~np.isnan(series[key])]).size == 1]
+    if len(constant) < len(keys):
+        keys = [key for key in keys if key not in constant]
+    else:
+        constant = []
     panels = _panels(keys)
 
     figure = new_figure(7.0, 2.2 * len(panels) + 0.6)
     axes_list = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
     for axes, (panel, panel_keys) in zip(axes_list, panels.items()):
         for key in panel_keys:
-            values = np.array([entry[key] if _is_number(entry.get(key)) else np.nan
-                               for entry in history], dtype=np.float64)
+            values = series[key]
             present = ~np.isnan(values)
             draw = axes.step if key == "n_hidden" else axes.plot
             extra = {"where": "post"} if key == "n_hidden" else {}
@@ -192,6 +206,13 @@ def plot_training_curves(history, path=None, *, title=None):
         if len(panel_keys) > 1:
             axes.legend(fontsize=8)
     axes_list[-1].set_xlabel("epoch")
+    if constant:
+        axes_list[-1].annotate(
+            "constant: " + ", ".join(f"{key.replace('_', ' ')} = "
+                                     f"{series[key][~np.isnan(series[key])][0]:g}"
+                                     for key in constant),
+            xy=(0.0, 0.0), xycoords=("axes fraction", axes_list[-1].xaxis.label), xytext=(0, -4),
+            textcoords="offset points", ha="left", va="top", fontsize=8, color="0.3")
     figure.suptitle(title or "Training curves")
     figure.tight_layout()
     return finish_figure(figure, path)

@@ -7,12 +7,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import runs
-from .ais import convergence_curve
-from .plotting import (plot_filters, plot_p_z_given_v, plot_samples,
-                       plot_top_inputs_by_z_interval)
-from .plotting_curves import plot_ais_convergence, plot_size_history, plot_training_curves
-from .sampling import sample
+from .. import runs
+from ..ais import convergence_curve
+from ..sampling import sample
+from .curves import plot_ais_convergence, plot_size_history, plot_training_curves
+from .images import plot_filters, plot_samples
+from .ordered import plot_p_z_given_v, plot_top_inputs_by_z_interval
+
+__all__ = ["figures_for_run"]
 
 # Few enough that plotting stays quick when `irbm sample` has not been run.
 _QUICK_SAMPLES, _QUICK_STEPS = 16, 1000
@@ -20,8 +22,9 @@ _QUICK_SAMPLES, _QUICK_STEPS = 16, 1000
 
 def figures_for_run(run_dir, dataset, *, device=None) -> list[Path]:
     """Draw every figure that applies to the run into ``run_dir/figures`` and return the paths:
-    filters, samples, P(z|v) and the top inputs per z interval (ordered models), the hidden
-    layer size over training (iRBM), training curves and AIS convergence (once evaluated)."""
+    filters, samples, P(z|v) and the top inputs per z interval (models with z), the hidden
+    layer size over training (models that can grow), training curves and AIS convergence (once
+    evaluated)."""
     run_dir = Path(run_dir)
     figures = runs.check_writable(run_dir / "figures")
     model = runs.load_run_model(run_dir, device=device)
@@ -33,29 +36,39 @@ def figures_for_run(run_dir, dataset, *, device=None) -> list[Path]:
         return figures / name
 
     plot_filters(model, shape, keep("filters.png"), order=order,
-                 title=f"{model.family}: first filters of {model.n_hidden}")
+                 title=f"{model.display_name}: first filters of {model.n_hidden}")
+    # Datasets that say what pixel value 1 stands for get it named in the image captions.
+    one_means = getattr(dataset, "one_means", None)
     samples_file = run_dir / "samples.npz"
     if samples_file.exists():
         with np.load(samples_file, allow_pickle=False) as stored:
-            images = stored["probabilities"]
+            images = stored["samples"]
+        how = "from irbm sample"
     else:
-        generator = torch.Generator(device=model.W.device).manual_seed(0)
+        generator = torch.Generator(device=model.device).manual_seed(0)
+        # Ordered models without a tail mix slowly from noise: the paper starts them at z = K.
+        start_at_k = model.has_z and not model.has_tail
         images = sample(model, _QUICK_SAMPLES, _QUICK_STEPS, generator=generator,
-                        z_max_init=model.family == "orbm").probabilities.cpu().numpy()
-    plot_samples(images, shape, keep("samples.png"), order=order, title=f"{model.family} samples")
-    if model.family in ("orbm", "irbm"):
+                        z_max_init=start_at_k).samples.cpu().numpy()
+        how = f"{_QUICK_STEPS} Gibbs steps from noise" + (", z = K first" if start_at_k else "")
+    # Binary states, not P(v | h) of the last step: that mean is a smooth blur for chains at
+    # small z and hid what the chains actually produce.
+    plot_samples(images, shape, keep("samples.png"), order=order, one_means=one_means,
+                 title=f"{model.display_name} samples ({how})")
+    if model.has_z:
         test = torch.as_tensor(dataset.test[:2000] if len(dataset.test) else dataset.train[:2000])
         # The paper's first row is unstructured noise, whose P(z|v) peaks at small z.
         noise = (torch.rand((1, dataset.n_visible), generator=torch.Generator().manual_seed(0))
                  < 0.5).to(test.dtype)
         plot_p_z_given_v(model, torch.cat([noise, test[:7]]), shape, keep("p_z_given_v.png"),
-                         order=order)
+                         order=order, one_means=one_means)
         plot_top_inputs_by_z_interval(model, test, shape, keep("top_inputs_by_z.png"),
-                                      order=order)
+                                      order=order, one_means=one_means)
     history = runs.read_json(run_dir / runs.HISTORY_FILE, default={"history": []})
     if history["history"]:
         plot_training_curves(history["history"], keep("training_curves.png"))
-    if model.family == "irbm" and history.get("size_history"):
+    sizes_seen = {size for _, size in history.get("size_history", [])}
+    if history.get("size_history") and (model.resizable or len(sizes_seen) > 1):
         epochs, sizes = zip(*history["size_history"])
         last_epoch = history["history"][-1]["epoch"] if history["history"] else epochs[-1]
         plot_size_history(list(epochs) + [last_epoch], list(sizes) + [sizes[-1]],

@@ -16,13 +16,18 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
-from ._io import atomic_write
+from .._io import atomic_write
 
 ORDERS = ("C", "F")
 DPI = 100
 # Largest side of a mosaic, in screen pixels, before integer upscaling stops.
 _TARGET_PIXELS = 800
-TITLE_INCHES = 0.4
+TITLE_INCHES = 0.3
+CAPTION_INCHES = 0.22
+# The one color convention of every figure: binary images and probabilities in gray levels with
+# 1 white and 0 black; filters in a diverging map, zero white, positive red, negative blue.
+BINARY_CMAP = "gray"
+FILTER_CMAP = "RdBu_r"
 
 
 def as_numpy(values, name: str, *, dims: int | None = None) -> np.ndarray:
@@ -134,35 +139,74 @@ def tile_images(images, image_shape, *, n_columns: int | None = None, order: str
     return mosaic
 
 
-def mosaic_rgba(mosaic, value_range, border_color):
-    """Gray levels as an RGBA array (H, W, 4): NaN (borders) in ``border_color``, inf (unused
-    cells) transparent."""
+def pixel_caption(one_means: str | None = None) -> str:
+    """What white and black mean in an image figure, e.g. "white = 1 (background), black = 0".
+
+    Every image figure draws pixel value 1 white and 0 black (values in between, such as
+    P(v = 1 | h), in gray levels). Datasets differ in what 1 stands for (ink for MNIST, the
+    background for CalTech101 Silhouettes), so the caption names it when it is known.
+    """
+    return f"white = 1 ({one_means}), black = 0" if one_means else "white = 1, black = 0"
+
+
+def heading_inches(title: str | None, caption: str | None) -> float:
+    """Height taken at the top of a figure by `add_heading` with these texts."""
+    if not (title or caption):
+        return 0.0
+    return 0.1 + (TITLE_INCHES if title else 0.0) + (CAPTION_INCHES if caption else 0.0)
+
+
+def add_heading(figure, title: str | None, caption: str | None) -> None:
+    """The figure's title, and under it a smaller caption line, in the top `heading_inches`."""
+    height = figure.get_figheight()
+    if title:
+        figure.suptitle(title, y=1 - 0.05 / height, va="top", fontsize=10)
+    if caption:
+        below = 0.05 + (TITLE_INCHES if title else 0.0)
+        figure.text(0.5, 1 - below / height, caption, ha="center", va="top", fontsize=8,
+                    color="0.25")
+
+
+def mosaic_rgba(mosaic, value_range, border_color, cmap: str = BINARY_CMAP):
+    """Values as an RGBA array (H, W, 4) through ``cmap``: NaN (borders) in ``border_color``,
+    inf (unused cells) transparent.
+
+    ``value_range`` (low, high) maps low to the colormap's start and high to its end (for the
+    binary colormap: black and white); None uses the finite values' own range.
+    """
     finite = np.isfinite(mosaic)
     if value_range is None:
         value_range = (mosaic[finite].min(), mosaic[finite].max()) if finite.any() else (0, 1)
     low, high = (float(value) for value in value_range)
     scaled = np.clip((np.where(finite, mosaic, low) - low) / ((high - low) or 1.0), 0, 1)
-    rgba = colormaps["gray"](scaled)
+    rgba = colormaps[cmap](scaled)
     rgba[np.isnan(mosaic)] = to_rgba(border_color)
     rgba[np.isinf(mosaic)] = (0.0, 0.0, 0.0, 0.0)
     return rgba
 
 
-def draw_mosaic(axes, mosaic, value_range, border_color, **imshow_options):
-    """Show a mosaic from `tile_images` in gray levels, without axes."""
-    axes.imshow(mosaic_rgba(mosaic, value_range, border_color), interpolation="nearest",
+def draw_mosaic(axes, mosaic, value_range, border_color, *, cmap: str = BINARY_CMAP,
+                **imshow_options):
+    """Show a mosaic from `tile_images` without ticks, framed in ``border_color``: without the
+    frame, white pixels at an image's edge would merge with the white page and a white digit
+    on black would read as a black shape on white."""
+    axes.imshow(mosaic_rgba(mosaic, value_range, border_color, cmap), interpolation="nearest",
                 **imshow_options)
-    axes.set_axis_off()
+    axes.set_xticks([])
+    axes.set_yticks([])
+    for spine in axes.spines.values():
+        spine.set_edgecolor(border_color)
 
 
-def mosaic_figure(mosaic, title, value_range, border_color, path):
-    """A figure holding only ``mosaic``, each image pixel drawn as an integer block of pixels."""
+def mosaic_figure(mosaic, title, value_range, border_color, path, *, caption=None,
+                  cmap: str = BINARY_CMAP):
+    """A figure holding only ``mosaic``, each image pixel drawn as an integer block of pixels,
+    under ``title`` and ``caption`` (one line each, both optional)."""
     scale = int(np.clip(_TARGET_PIXELS // max(mosaic.shape), 1, 12))
     width, height = mosaic.shape[1] * scale / DPI, mosaic.shape[0] * scale / DPI
-    title_height = TITLE_INCHES if title else 0.0
-    figure = new_figure(max(width, 1.0), height + title_height)
-    axes = figure.add_axes((0, 0, 1, height / (height + title_height)))
-    draw_mosaic(axes, mosaic, value_range, border_color)
-    if title:
-        figure.suptitle(title, y=1 - 0.1 * title_height / (height + title_height), va="top")
+    top = heading_inches(title, caption)
+    figure = new_figure(max(width, 1.0), height + top)
+    axes = figure.add_axes((0, 0, 1, height / (height + top)))
+    draw_mosaic(axes, mosaic, value_range, border_color, cmap=cmap)
+    add_heading(figure, title, caption)
     return finish_figure(figure, path)
