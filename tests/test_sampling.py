@@ -6,6 +6,7 @@ import torch
 from scipy import stats
 
 from irbm import build_model
+from irbm.models import family_class
 from irbm.models._base import binary_configurations
 from irbm.sampling import sample
 
@@ -48,7 +49,7 @@ def chi_square_p_value(samples, probabilities):
 
 @pytest.mark.parametrize("name, start", [
     (name, start) for name in sorted(CONFIGS) for start in ("random", "data", "z_max")
-    if not (start == "z_max" and name == "rbm")])  # the RBM has no z
+    if start != "z_max" or family_class(CONFIGS[name]["family"]).has_z])
 def test_samples_follow_the_exact_distribution(name, start):
     model = tiny_model(name)
     exact = exact_distribution(model)
@@ -74,6 +75,47 @@ def test_chi_square_check_has_power():
     unmixed = sample(model, None, 1, init=start, generator=1234)
     assert chi_square_p_value(unmixed.samples, exact) < 1e-6
 
+
+
+PATTERN = torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0, 0.0])
+
+
+def bimodal_irbm():
+    """A float32 iRBM (D=6, K=3, beta=1.5) with the two kinds of state a trained iRBM's chains
+    visit: at z = 1 the visibles are uniform noise (c = 0, unit 1 has zero weights); at z >= 2
+    and in the tail z > l, units 2 and 3 pull them towards PATTERN. Exact: P(z = 1) = 0.29,
+    P(z > l) = 0.41, P(PATTERN) = 0.29."""
+    model = build_model({"family": "irbm", "n_visible": 6, "n_hidden": 3, "beta": 1.5})
+    weights, hidden_bias, visible_bias = model.parameters()  # in declaration order
+    with torch.no_grad():
+        for parameter in (weights, hidden_bias, visible_bias):
+            parameter.zero_()
+        weights[1:] = 2 * PATTERN - 1
+        hidden_bias[1:] = 3.0
+    return model
+
+
+@pytest.mark.parametrize("start", ["noise", "pattern"])
+def test_irbm_chains_reach_the_exact_bimodal_distribution(start):
+    # Behind "iRBM samples collapse to blobs": does `sample` reach P(v) when the model has a
+    # noise state at small z beside a structured one? Both P(v) (64 states) and P(z) (1, 2, 3,
+    # tail) of the chains' final states must match the exact ones, from either start.
+    model = bimodal_irbm()
+    everything = next(binary_configurations(6))
+    exact_v = torch.exp(model.log_likelihood_exact(everything)).numpy()
+    exact_z = (exact_v[:, None] * torch.exp(
+        model.as_float64().log_p_z_given_v(everything)).detach().numpy()).sum(0)
+    assert exact_z[0] > 0.2 and exact_z[-1] > 0.2 and exact_v[7] > 0.2  # 7 codes PATTERN
+    init = "random" if start == "noise" else PATTERN.repeat(N_CHAINS, 1)
+    result = sample(model, N_CHAINS, 50, init=init, generator=0)
+    codes = (result.samples.long() * 2 ** torch.arange(6)).sum(1).numpy()
+    assert stats.chisquare(np.bincount(codes, minlength=64), exact_v * N_CHAINS).pvalue > 1e-3
+    observed_z = np.bincount(result.z.numpy() - 1, minlength=4)
+    assert stats.chisquare(observed_z, exact_z / exact_z.sum() * N_CHAINS).pvalue > 1e-3
+    # Power: after 3 steps the chains still remember their start, and the test sees it.
+    early = sample(model, N_CHAINS, 3, init=init, generator=0)
+    codes = (early.samples.long() * 2 ** torch.arange(6)).sum(1).numpy()
+    assert stats.chisquare(np.bincount(codes, minlength=64), exact_v * N_CHAINS).pvalue < 1e-6
 
 @pytest.mark.parametrize("name", ["orbm", "irbm"])
 def test_z_max_init_forces_first_hidden_step(name):
