@@ -18,10 +18,10 @@ import torch
 logger = logging.getLogger(__name__)
 
 # Multiply-adds of one matrix product (rows x n_visible x n_hidden) below which a second thread
-# does not pay. Measured with benchmarks/bench_training.py (PCD-10, 784 visible, batch 64, idle
-# 2-core machine, background jobs stopped): 2 threads were slower or equal up to 250 hidden
-# (12.5e6 multiply-adds) and faster from 500 (25e6) on.
-SMALL_WORK = 20e6
+# does not pay. Measured with benchmarks/bench_training.py (PCD-10, 784 visible, batch 64, 2-core
+# machine with the background jobs stopped): at 250 hidden (12.5e6) one thread lost 7-13% to two,
+# at 100 hidden (6.4e6) two threads gained nothing; see that benchmark's docstring.
+SMALL_WORK = 10e6
 
 _SAMPLE_SECONDS = 0.05
 
