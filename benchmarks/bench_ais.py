@@ -65,10 +65,10 @@ def steps_runner(model, n_chains, steps, base: str):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--chains", type=int, nargs="+", default=[1000, 2000])
+    parser.add_argument("--chains", type=int, nargs="+", default=[1000])
     parser.add_argument("--sizes", type=int, nargs="+", default=[500, 1500])
     parser.add_argument("--visible", type=int, default=N_VISIBLE)
-    parser.add_argument("--steps", type=int, default=20, help="temperature steps per timing")
+    parser.add_argument("--steps", type=int, default=10, help="temperature steps per timing")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--base", choices=["model", "data"], default="data",
                         help='"data" also anneals the visible biases (the default base)')

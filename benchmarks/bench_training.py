@@ -184,7 +184,7 @@ def main(argv=None):
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 250, 500, 1000, 1500])
     parser.add_argument("--visible", type=int, default=N_VISIBLE)
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--growth-sizes", type=int, nargs="+", default=[100, 500, 1000])
+    parser.add_argument("--growth-sizes", type=int, nargs="+", default=[1, 100, 500])
     parser.add_argument("--growth-updates", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="tiny smoke run")
     parser.add_argument("--busy", action="store_true", help="keep one core busy meanwhile")
