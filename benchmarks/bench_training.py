@@ -10,9 +10,41 @@ hundred updates); and the thread policy's default against the best thread count 
 
     python benchmarks/bench_training.py [--quick] [--busy] [--threads 1 2] [--repeats 7]
 
-Findings (2-core machine, torch CPU; see the conditions printed with each table)
-------------------------------------------------------------------------------
-Filled in from measurements below (RESULTS).
+Findings (2-core machine, torch 2.13 CPU, float32; the two background training jobs stopped
+with SIGSTOP while measuring, other helpers' test runs still sharing the cores: 1-min load 3-4)
+-------------------------------------------------------------------------------------------------
+PCD-10 update / bare products, before (7b11b03) -> after (this branch), same conditions,
+5 interleaved repeats (ratios at 2 threads are noisy: other processes share the second core):
+
+    hidden  RBM 1t      oRBM 1t     iRBM 1t     RBM 2t      oRBM 2t     iRBM 2t
+    100     2.41->2.25  3.28->2.96  3.51->3.21  1.58->4.30  1.81->4.42  1.82->6.86
+    250     1.77->1.66  2.35->2.32  2.34->2.34  1.57->1.84  1.81->2.57  1.64->2.76
+    500     1.54->1.49  2.04->2.12  2.05->2.08  1.90->1.64  2.22->2.20  2.34->2.25
+    1000    1.42->1.41  1.78->1.69  1.87->1.81  1.64->1.71  2.36->2.22  2.37->2.36
+    1500    1.44->1.25  1.86->1.60  1.86->1.58  1.65->1.54  2.19->1.91  2.28->2.10
+
+Where the time goes (torch.profiler, oRBM, 500 hidden, 1 thread, per PCD-10 update of ~40 ms):
+matrix products 56%; uniform random numbers 11% (torch's serial Mersenne twister: 82k uniforms
+per Gibbs step, ~140 us; the RBM pays it too); softplus 4.7%, the two cumulative sums (z columns
+and z's CDF) 3-4%, exp 1.5%, sigmoid 3%, mask building/filling 2%, ADAGRAD's sqrt 2.7% (a fresh
+(K, D) tensor per step: page faults; now a reused buffer, 362 -> 103 us); small allocations and
+copies 3%. Host syncs are not a cost: the trainer syncs once per update (growth check).
+Done: growth adds the new unit's gradient row from the tail column's mass instead of a second
+gradient pass; in-place softplus/cumsum; z drawn by binary search; no (K, D) negations.
+
+Targets (issue 11): PCD-10 within 1.3x: NOT met (only the RBM at 1500 units, 1 thread); the
+remaining gap is mostly random-number generation and the z machinery's ~8 (N, K) passes per Gibbs
+step, which at 64 rows cost as much as a product at small K. CD-1/PCD-1 faster than scikit-learn's
+BernoulliRBM: met at every size at 1 thread (0.46-0.58x) and at 2 threads except 100 units
+(where two threads are oversubscribed and the policy picks one). iRBM epoch with growth within
+1.3x of an RBM of the same current size: NOT met (1.39-1.56x; the cost is the per-update z
+machinery, growth itself is now one mat-vec). AIS step within 1.3x at 1,000 chains: NOT met
+(RBM 1.37-1.55, oRBM 1.7-1.9, iRBM 1.8-2.0 at 500 units, 1 thread; unchanged by this work).
+Thread policy: one thread below 10e6 multiply-adds per product (100 hidden), measured free cores
+above; at 250 hidden it chose one thread because other processes were busy (free_cores saw 1
+free core), losing 18-27% to two threads measured a moment later: the estimate is instantaneous.
+Not done: a faster uniform source for training (numpy PCG64 as AIS uses would change the
+checkpointed generator state), float32-floor tricks (bfloat16, binary-visible products).
 """
 
 from __future__ import annotations
