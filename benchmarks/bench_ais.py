@@ -6,7 +6,7 @@ which the ratio (median of per-repeat ratios, the two timed back to back) measur
 
     python benchmarks/bench_ais.py [--quick] [--busy] [--threads 1 2] [--chains 1000 2000]
 
-Findings: see RESULTS at the end of bench_training.py's docstring.
+Findings (AIS step ratios, conditions): see bench_training.py's docstring.
 """
 
 from __future__ import annotations
