@@ -1,97 +1,106 @@
-"""Cost of one AIS temperature step against the two bare matrix products it cannot avoid.
+"""Cost of one AIS temperature step against the two matrix products it cannot avoid.
 
 One step needs W v (n_chains x n_visible x n_hidden) and h W (n_chains x n_hidden x n_visible);
-everything else (free energies, sampling, bookkeeping) is overhead, which the ratio measures.
+everything else (the families' hidden sums, drawing h and z, the visible draw) is overhead,
+which the ratio (median of per-repeat ratios, the two timed back to back) measures.
 
-    python benchmarks/bench_ais.py [--threads 2] [--steps 200] [--repeats 7]
+    python benchmarks/bench_ais.py [--quick] [--busy] [--threads 1 2] [--chains 1000 2000]
+
+Findings (AIS step ratios, conditions): see bench_training.py's docstring.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 
-from irbm import InfiniteRBM, OrderedRBM, RBM
-from irbm._ais_chains import run_chains
+import irbm
+from irbm.models import UniformSource
 
-N_VISIBLE, N_HIDDEN = 784, 500
+from _common import conditions, interleaved, median_ms, median_ratio, start_busy_core, table, \
+    threads
 
-
-def seconds(function) -> float:
-    started = time.perf_counter()
-    function()
-    return time.perf_counter() - started
+N_VISIBLE = 784
+FAMILIES = ("rbm", "orbm", "irbm")
 
 
-def make_model(family: str, generator: torch.Generator):
-    """A float32 model of the paper's MNIST size with trained-looking parameter scales."""
-    model = {"rbm": lambda: RBM(N_VISIBLE, N_HIDDEN),
-             "orbm": lambda: OrderedRBM(N_VISIBLE, N_HIDDEN),
-             "irbm": lambda: InfiniteRBM(N_VISIBLE, n_hidden=N_HIDDEN)}[family]()
+def make_model(family: str, n_visible: int, n_hidden: int, generator: torch.Generator):
+    """A float32 model with trained-looking parameter scales."""
+    model = irbm.build_model({"family": family, "n_visible": n_visible, "n_hidden": n_hidden})
     with torch.no_grad():
-        model.W.copy_(0.1 * torch.randn(model.W.shape, generator=generator))
-        model.b.copy_(-1.0 + 0.5 * torch.randn(model.b.shape, generator=generator))
-        model.c.copy_(-2.0 + torch.randn(model.c.shape, generator=generator))
+        for parameter, mean, std in zip(model.parameters(), (0.0, -1.0, -2.0), (0.1, 0.5, 1.0)):
+            parameter.copy_(mean + std * torch.randn(parameter.shape, generator=generator))
     return model
 
 
-def products_runner(n_chains: int, steps: int, generator):
+def products_runner(n_visible, n_hidden, n_chains, steps, generator):
     """``steps`` times (n, D) x (D, K) then (n, K) x (K, D) on binary operands, as in a step."""
-    weights = torch.randn(N_HIDDEN, N_VISIBLE, generator=generator)
-    visible = (torch.rand(n_chains, N_VISIBLE, generator=generator) < 0.5).float()
-    hidden = (torch.rand(n_chains, N_HIDDEN, generator=generator) < 0.5).float()
-    weights_t = weights.t()
-    products = torch.empty(n_chains, N_HIDDEN), torch.empty(n_chains, N_VISIBLE)
+    weights = torch.randn(n_hidden, n_visible, generator=generator)
+    visible = torch.rand(n_chains, n_visible, generator=generator).lt(0.5).float()
+    hidden = torch.rand(n_chains, n_hidden, generator=generator).lt(0.5).float()
+    out = torch.empty(n_chains, n_hidden), torch.empty(n_chains, n_visible)
 
     def run():
         for _ in range(steps):
-            torch.mm(visible, weights_t, out=products[0])
-            torch.mm(hidden, weights, out=products[1])
-
+            torch.mm(visible, weights.t(), out=out[0])
+            torch.mm(hidden, weights, out=out[1])
     return run
 
 
-def ais_runner(family: str, n_chains: int, steps: int, base: str, generator):
-    """``steps`` AIS temperature steps on ``n_chains`` chains (sampling the base included)."""
-    model = make_model(family, generator)
-    betas = torch.linspace(0.0, 1.0, steps + 1, dtype=torch.float64)
-    base_bias = model.c.detach().clone() if base == "model" else torch.full((N_VISIBLE,), -1.5)
-    return lambda: run_chains(model, betas, base_bias, n_chains, 0)
+def steps_runner(model, n_chains, steps, base: str):
+    """``steps`` temperature steps of the family's annealing path on ``n_chains`` chains."""
+    bias = model.base_visible_bias() if base == "model" else torch.full((model.n_visible,), -1.5)
+    path = model.annealing_path(bias)
+    uniforms = UniformSource(0, model.device)
+    path.start(path.sample_base(n_chains, uniforms), uniforms)
+    schedule = torch.linspace(0.0, 1.0, steps + 1, dtype=torch.float64).tolist()
+
+    def run():
+        for t_from, t_to in zip(schedule[:-1], schedule[1:]):
+            path.step(t_from, t_to)
+    return run
 
 
-def measure(n_chains, family, args, generator):
-    """Median ms per step of both, and the median of the per-repeat ratios: the two are timed
-    back to back in each repeat so that load from other processes hits both alike."""
-    products = products_runner(n_chains, args.steps, generator)
-    annealing = ais_runner(family, n_chains, args.steps, args.base, generator)
-    products(), annealing()  # warm-up
-    pairs = [(seconds(annealing), seconds(products)) for _ in range(args.repeats)]
-    step_ms, product_ms = (1e3 * statistics.median(column) / args.steps for column in zip(*pairs))
-    return step_ms, product_ms, statistics.median(step / product for step, product in pairs)
-
-
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=200, help="temperature steps per timing")
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--chains", type=int, nargs="+", default=[100, 1000])
-    parser.add_argument("--base", choices=["model", "data"], default="model",
-                        help='"data" also anneals the visible biases (a custom base)')
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--chains", type=int, nargs="+", default=[1000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[500, 1500])
+    parser.add_argument("--visible", type=int, default=N_VISIBLE)
+    parser.add_argument("--steps", type=int, default=10, help="temperature steps per timing")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--base", choices=["model", "data"], default="data",
+                        help='"data" also anneals the visible biases (the default base)')
+    parser.add_argument("--quick", action="store_true", help="tiny smoke run")
+    parser.add_argument("--busy", action="store_true", help="keep one core busy meanwhile")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.chains, args.sizes, args.visible, args.threads = [50], [10], 20, [1]
+        args.steps, args.repeats = 3, 1
+    if args.busy:
+        start_busy_core()
+    print(conditions(args.busy))
+    torch.set_grad_enabled(False)
     generator = torch.Generator().manual_seed(1234)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, "
-          f"D={N_VISIBLE}, K={N_HIDDEN}, base={args.base}, {args.steps} steps x {args.repeats}")
-    print(f"{'family':<7}{'chains':>8}{'step ms':>10}{'matmuls ms':>12}{'ratio':>8}")
-    with torch.no_grad():
+    rows = []
+    for n_hidden in args.sizes:
         for n_chains in args.chains:
-            for family in ("rbm", "orbm", "irbm"):
-                step, products, ratio = measure(n_chains, family, args, generator)
-                print(f"{family:<7}{n_chains:>8}{step:>10.3f}{products:>12.3f}{ratio:>8.2f}")
+            for n in args.threads:
+                with threads(n):
+                    functions = {"bare": products_runner(args.visible, n_hidden, n_chains,
+                                                         args.steps, generator)}
+                    functions.update({f: steps_runner(make_model(f, args.visible, n_hidden,
+                                                                 generator),
+                                                      n_chains, args.steps, args.base)
+                                      for f in FAMILIES})
+                    times = interleaved(functions, args.repeats)
+                rows.append([n_hidden, n_chains, n, median_ms(times["bare"]) / args.steps]
+                            + [median_ratio(times[f], times["bare"]) for f in FAMILIES])
+    print(f"\n### AIS temperature step / its two matrix products ({args.visible} visible, "
+          f"base {args.base})\n")
+    print(table(["hidden", "chains", "threads", "products ms/step"]
+                + [f"{f} ratio" for f in FAMILIES], rows))
 
 
 if __name__ == "__main__":

@@ -78,7 +78,8 @@ class Optimizer:
             if self.kind == "adagrad":
                 accumulator = self.accumulators[name]
                 accumulator.addcmul_(gradient, gradient)
-                denominator = accumulator.sqrt().add_(self.epsilon)
+                denominator = torch.sqrt(accumulator, out=self._scratch(name, accumulator))
+                denominator.add_(self.epsilon)
                 parameter.addcdiv_(gradient, denominator, value=-self.lr)
                 if decayed and self.l1:
                     # The prox uses the same per-element step lr / denominator; an element that
@@ -90,6 +91,16 @@ class Optimizer:
                 parameter.sub_(gradient, alpha=self.lr)
                 if decayed and self.l1:
                     soft_threshold_(parameter, self.lr * self.l1)
+
+    def _scratch(self, name: str, like: torch.Tensor) -> torch.Tensor:
+        """A reused buffer shaped like ``like``: a fresh (K, D) tensor per step costs page
+        faults comparable to the arithmetic on it."""
+        buffers = self.__dict__.setdefault("_buffers", {})
+        buffer = buffers.get(name)
+        if buffer is None or buffer.shape != like.shape or buffer.dtype != like.dtype \
+                or buffer.device != like.device:
+            buffer = buffers[name] = torch.empty_like(like)
+        return buffer
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         return {name: tensor.clone() for name, tensor in self.accumulators.items()}

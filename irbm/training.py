@@ -184,8 +184,10 @@ class Trainer:
             if growth is not None:
                 self.relayout_hidden(growth)
                 # The new unit takes its first step now: its gradient is non-zero even though its
-                # parameters are (the authors' behaviour), so recompute with the grown model.
-                gradients, _ = self._gradients(batch, negatives)
+                # parameters are (the authors' behaviour). The model derives the grown gradients
+                # when it can (the iRBM: only the new row is new); else compute them again.
+                grown = self.model.relayout_gradients(gradients, growth)
+                gradients = grown if grown is not None else self._gradients(batch, negatives)[0]
         self.optimizer.step(self.model, gradients)
         if self.config.l1 and (pruning := self.model.pruning_layout()) is not None:
             self.relayout_hidden(pruning)

@@ -114,3 +114,27 @@ def test_irbm_gradients_equal_orbm_with_many_zero_units():
     torch.testing.assert_close(got["c"], expected["c"], rtol=1e-12, atol=1e-12)
     # and the oRBM's zero units do receive gradient (they are not inert in the oRBM)
     assert expected["W"][3:].abs().sum() > 0
+
+
+def test_irbm_gradients_after_growth_need_no_second_pass():
+    """Growth by one zero unit leaves the distribution unchanged: the old rows keep their
+    gradients and the new row comes from the tail column (what the trainer uses after growth)."""
+    import irbm
+    generator = torch.Generator().manual_seed(3)
+    model = irbm.InfiniteRBM(7, n_hidden=4, beta=1.2, dtype=torch.float64)
+    with torch.no_grad():
+        model.W.normal_(0, 0.5, generator=generator)
+        model.b.normal_(0, 0.5, generator=generator)
+        model.c.normal_(0, 0.5, generator=generator)
+    v = torch.rand(9, 7, generator=generator, dtype=torch.float64).lt(0.5).double()
+    weights = torch.randn(9, generator=generator, dtype=torch.float64)
+    before, _ = model.weighted_gradients(v, weights)
+    layout = model.growth_layout(model.n_hidden + 1)
+    model.relayout_hidden(layout)
+    derived = model.relayout_gradients(before, layout)
+    recomputed, _ = model.weighted_gradients(v, weights)
+    assert set(derived) == set(recomputed)
+    for name in recomputed:
+        torch.testing.assert_close(derived[name], recomputed[name], rtol=1e-10, atol=1e-12)
+    # A permutation changes the distribution: nothing is derived.
+    assert model.relayout_gradients(recomputed, torch.arange(model.n_hidden).flip(0)) is None

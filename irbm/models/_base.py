@@ -57,6 +57,20 @@ class HiddenState:
     z: torch.Tensor | None = None
 
 
+class Gradients(dict):
+    """Gradients by parameter name, as `EnergyModel.weighted_gradients` returns them.
+
+    Attributes
+    ----------
+    appended : dict of str to Tensor, or None
+        For families where appending a zero hidden unit leaves the distribution unchanged (the
+        iRBM), the per-unit parameters' gradient rows, shape (1, ...), that such a unit would
+        get: `EnergyModel.relayout_gradients` adds them after growth without another pass.
+    """
+
+    appended: dict | None = None
+
+
 class EnergyModel(nn.Module, abc.ABC):
     """Abstract base of every family: P(v) = exp(-F(v)) / Z over v in {0, 1}^n_visible.
 
@@ -204,6 +218,12 @@ class EnergyModel(nn.Module, abc.ABC):
                 if spec.per_unit:
                     old = getattr(self, name)
                     setattr(self, name, nn.Parameter(take_units(old, index)))
+
+    def relayout_gradients(self, gradients, index) -> dict | None:
+        """The gradients of this model, already relaid out by ``index``, derived from
+        ``gradients`` computed before the change; None when they must be computed again (the
+        default: only a family whose distribution a layout leaves unchanged can say)."""
+        return None
 
     # ------------------------------------------------------------------ state
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):

@@ -114,6 +114,20 @@ class InfiniteRBM(OrderedRBM):
             return None
         return torch.arange(keep, device=self.device)
 
+    def relayout_gradients(self, gradients, index):
+        """After growth by one zero unit (old units in place, one new unit last) the
+        distribution is unchanged, so the old units keep their gradients and the new unit takes
+        ``gradients.appended`` (computed in the same pass); any other layout: None."""
+        appended = getattr(gradients, "appended", None)
+        index = torch.as_tensor(index)
+        old = index.numel() - 1
+        if appended is None or old < 1 or int(index[-1]) >= 0 or \
+                gradients["b"].shape[0] != old or \
+                not torch.equal(index[:old].cpu(), torch.arange(old)):
+            return None
+        return {name: torch.cat([gradient, appended[name]]) if self.parameter_specs[name].per_unit
+                else gradient for name, gradient in gradients.items()}
+
     def relayout_hidden(self, index):
         index = torch.as_tensor(index)
         if self.max_hidden is not None and index.numel() > self.max_hidden:

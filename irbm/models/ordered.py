@@ -7,7 +7,7 @@ from torch.nn import functional
 
 import math
 
-from ._base import HiddenState, bernoulli, binary_configurations
+from ._base import Gradients, HiddenState, binary_configurations
 from ._bipartite import BipartiteModel, BipartitePath
 from ._registry import register_family
 
@@ -122,10 +122,12 @@ class OrderedRBM(BipartiteModel):
         """-F(v, z) from its parts: v^T c (N,), W v + b (N, K) and b (K,). AIS passes scaled
         parts to evaluate intermediate distributions without another matrix product. With
         ``visible_term=None`` the v^T c shift, common to all z, is left out (enough to draw z)."""
-        gains = functional.softplus(preactivation) - self._penalties_from(hidden_bias)
-        columns = torch.cumsum(gains, 1)
+        # In place on softplus's fresh output (its backward needs only its input): two
+        # (N, K) allocations fewer per Gibbs step.
+        columns = functional.softplus(preactivation).sub_(self._penalties_from(hidden_bias))
+        columns = columns.cumsum_(1)
         if visible_term is not None:
-            columns = columns + visible_term.unsqueeze(1)
+            columns += visible_term.unsqueeze(1)
         return self._append_tail(columns)
 
     def _append_tail(self, columns):
@@ -159,7 +161,8 @@ class OrderedRBM(BipartiteModel):
         uniform = torch.rand((log_weights.shape[0], 1), generator=generator,
                              dtype=cdf.dtype, device=cdf.device)
         # Scaling by the last entry absorbs rounding error so the top category stays reachable.
-        index = (cdf < uniform * cdf[:, -1:]).sum(1) + 1
+        # The number of CDF entries below u * total, by binary search (no (N, K) comparison).
+        index = torch.searchsorted(cdf, uniform.mul_(cdf[:, -1:])).squeeze(1) + 1
         return index.clamp_(max=log_weights.shape[1])
 
     def _sample_hidden_from(self, preactivation, hidden_bias, generator, z=None):
@@ -168,22 +171,27 @@ class OrderedRBM(BipartiteModel):
         if z is None:
             z = self._sample_categorical(
                 self._log_z_weights_from(None, preactivation, hidden_bias), generator)
-        h = bernoulli(torch.sigmoid(preactivation), generator)
-        return HiddenState(h.mul_(self._selection_mask(z)), z)
+        uniform = torch.rand(preactivation.shape, generator=generator,
+                             dtype=preactivation.dtype, device=preactivation.device)
+        # A uniform of 1 never falls below sigmoid(.) <= 1: units past z come out 0 without a
+        # mask multiplication (same draws as bernoulli() followed by the mask).
+        beyond = torch.arange(1, self.n_hidden + 1, device=z.device) > z.unsqueeze(1)
+        return HiddenState(uniform.masked_fill_(beyond, 1.0).lt_(torch.sigmoid(preactivation)), z)
 
     def _mean_hiddens(self, v) -> torch.Tensor:
         """E[h_i | v] = sigmoid(W_i. v + b_i) P(z >= i | v), shape (N, n_hidden)."""
         preactivation = self._hidden_preactivation(v)
         survival = self._survival(self._log_z_weights(v, preactivation))
-        return torch.sigmoid(preactivation) * survival
+        return torch.sigmoid(preactivation) * survival[:, : self.n_hidden]
 
     def _survival(self, log_weights) -> torch.Tensor:
-        """P(z >= i | v) for i = 1..n_hidden, shape (N, n_hidden): 1 - cdf(z < i | v), computed as
+        """P(z >= i | v) for every column i of ``log_weights`` (N, n_hidden [+ 1 for a tail]),
+        same shape: 1 - cdf(z < i | v), computed as
         a reverse cumulative sum so that small tail masses keep their precision."""
         probabilities = torch.softmax(log_weights, 1)
-        survival = torch.flip(torch.cumsum(torch.flip(probabilities, (1,)), 1), (1,))
+        survival = torch.flip(torch.flip(probabilities, (1,)).cumsum_(1), (1,))
         # Rounding can push a sum of probabilities a hair above 1.
-        return survival[:, : self.n_hidden].clamp_(max=1.0)
+        return survival.clamp_(max=1.0)
 
     # ------------------------------------------------------------------ exact log Z
     def _n_hidden_terms(self) -> int:
@@ -209,17 +217,26 @@ class OrderedRBM(BipartiteModel):
         """Weighted sums of the paper's eqs. 24-26 (v: (N, n_visible), row_weights: (N,)):
         dF/dW = -(sigmoid(Wv+b) * (1 - cdf(z|v))) v^T,
         dF/db = -(sigmoid(Wv+b) - beta sigmoid(b)) * (1 - cdf(z|v)), dF/dc = -v.
-        With a generator, also z ~ P(z | v) for every row (growth of the iRBM uses it)."""
+        With a generator, also z ~ P(z | v) for every row (growth of the iRBM uses it).
+        Families with a tail also give ``gradients.appended``: the rows a zero unit appended
+        at l + 1 would get (its survival P(z >= l + 1 | v) is the tail column's mass)."""
         with torch.no_grad():
             preactivation = self._hidden_preactivation(v)
             log_weights = self._log_z_weights(v, preactivation)
-            survival = self._survival(log_weights) * row_weights.unsqueeze(1)
-            mean_h = torch.sigmoid(preactivation)
-            gradients = {
-                "W": -((mean_h * survival).t() @ v),
-                "b": -((mean_h - self._penalty_gradient()) * survival).sum(0),
+            # -w_n P(z >= i | v_n): the sign goes on this (N, K) factor, not on the (K, D) result.
+            weights = self._survival(log_weights).mul_(row_weights.neg().unsqueeze(1))
+            kept = weights[:, : self.n_hidden]
+            weighted_h = torch.sigmoid(preactivation).mul_(kept)
+            gradients = Gradients({
+                "W": torch.mm(weighted_h.t(), v),
+                "b": weighted_h.sum(0) - self._penalty_gradient() * kept.sum(0),
                 "c": -(row_weights @ v),
-            }
+            })
+            if weights.shape[1] > self.n_hidden:
+                # A zero unit has sigmoid(0) = 1/2 and d beta_i / d b_i = beta sigmoid(0) = beta / 2.
+                tail = weights[:, self.n_hidden]
+                gradients.appended = {"W": 0.5 * (tail @ v).unsqueeze(0),
+                                      "b": (0.5 * (1.0 - self.beta) * tail.sum()).reshape(1)}
             z = None if generator is None else self._sample_categorical(log_weights, generator)
             return gradients, z
 

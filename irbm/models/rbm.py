@@ -63,8 +63,10 @@ class RBM(BipartiteModel):
     def weighted_gradients(self, v, row_weights, generator=None):
         """Weighted sums of dF/dW = -sigmoid(Wv+b) v^T, dF/db = -sigmoid(Wv+b), dF/dc = -v
         (paper eqs. 9-11). v: (N, n_visible), row_weights: (N,)."""
-        weighted_h = torch.sigmoid(self._hidden_preactivation(v)) * row_weights.unsqueeze(1)
-        gradients = {"W": -(weighted_h.t() @ v), "b": -weighted_h.sum(0),
+        # The sign goes on the (N, K) factor rather than on the (K, D) product.
+        weighted_h = torch.sigmoid(self._hidden_preactivation(v)).mul_(
+            row_weights.neg().unsqueeze(1))
+        gradients = {"W": torch.mm(weighted_h.t(), v), "b": weighted_h.sum(0),
                      "c": -(row_weights @ v)}
         return gradients, None
 

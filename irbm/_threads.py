@@ -1,0 +1,95 @@
+"""How many threads torch should use: never more than the cores that are free right now, and
+one for problems too small to gain from more.
+
+Oversubscription is the costly mistake on a shared machine: with another process keeping one of
+two cores busy, a 64 x 100 model took 595 ms per update with two threads against 14 ms with one
+(OpenMP threads spin-wait on each other at every barrier and one of them is always descheduled).
+Using one thread too few costs at most the parallel speed-up, which is small at these sizes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+# Multiply-adds of one matrix product (rows x n_visible x n_hidden) below which a second thread
+# does not pay. Measured with benchmarks/bench_training.py (PCD-10, 784 visible, batch 64, 2-core
+# machine with the background jobs stopped): at 250 hidden (12.5e6) one thread lost 7-13% to two,
+# at 100 hidden (6.4e6) two threads gained nothing; see that benchmark's docstring.
+SMALL_WORK = 10e6
+
+_SAMPLE_SECONDS = 0.05
+
+
+def _allowed_cpus() -> set[int]:
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return set(range(os.cpu_count() or 1))
+
+
+def _cpu_times(cpus: set[int]) -> tuple[float, float] | None:
+    """(busy, total) jiffies summed over ``cpus`` from /proc/stat, or None where unreadable."""
+    try:
+        with open("/proc/stat") as stat:
+            lines = stat.readlines()
+    except OSError:
+        return None
+    busy = total = 0.0
+    for line in lines:
+        name, *fields = line.split()
+        if not name.startswith("cpu") or name == "cpu" or int(name[3:]) not in cpus:
+            continue
+        values = [float(x) for x in fields[:8]]
+        idle = values[3] + values[4]  # idle + iowait
+        busy += sum(values) - idle
+        total += sum(values)
+    return busy, total
+
+
+def free_cores(sample_seconds: float = _SAMPLE_SECONDS) -> int:
+    """Cores this process may use that other processes are not using: the allowed CPUs (affinity)
+    minus their busy fraction over ``sample_seconds`` (/proc/stat), or minus the 1-minute load
+    average where /proc/stat is missing. At least 1."""
+    cpus = _allowed_cpus()
+    before = _cpu_times(cpus)
+    if before is not None:
+        time.sleep(sample_seconds)
+        after = _cpu_times(cpus)
+        elapsed = after[1] - before[1]
+        if elapsed > 0:
+            busy_cores = len(cpus) * (after[0] - before[0]) / elapsed
+            # A core more than half busy counts as taken: sharing it is what hurts.
+            return max(1, len(cpus) - int(busy_cores + 0.5))
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return len(cpus)
+    return max(1, len(cpus) - int(load + 0.5))
+
+
+def default_threads(work: float | None = None) -> int:
+    """Threads for a computation whose typical matrix product has ``work`` multiply-adds
+    (rows x n_visible x n_hidden; None: unknown, assumed large): 1 below `SMALL_WORK`, else
+    the number of free cores (`free_cores`)."""
+    if work is not None and work < SMALL_WORK:
+        return 1
+    return free_cores()
+
+
+def apply_threads(n: int | None, work: float | None = None) -> int:
+    """``torch.set_num_threads(n)``, or the `default_threads` for ``work`` when ``n`` is None;
+    returns the thread count set."""
+    if n is None:
+        n = default_threads(work)
+    elif isinstance(n, bool) or int(n) != n or n < 1:
+        raise ValueError(f"threads must be a positive integer, got {n!r}")
+    n = int(n)
+    torch.set_num_threads(n)
+    logger.info("using %d torch thread%s", n, "" if n == 1 else "s")
+    return n
