@@ -255,9 +255,14 @@ def test_bad_schedules_raise(betas):
                                        dict(seed=1, generator=torch.Generator()),
                                        dict(chain_batch_size=0)])
 def test_bad_arguments_raise(arguments):
-    arguments = {"n_chains": 4, **arguments}
+    arguments = {"n_chains": 4, "base": "model", **arguments}
     with pytest.raises(ValueError):
-        estimate_log_partition(make_model("rbm"), progress=False, base="model", **arguments)
+        estimate_log_partition(make_model("rbm"), progress=False, **arguments)
+
+
+def test_default_base_needs_data_and_says_so():
+    with pytest.raises(ValueError, match="data base rate"):
+        estimate_log_partition(make_model("rbm"), 4, 10, seed=0, progress=False)
 
 
 def test_default_schedule_is_the_authors():
