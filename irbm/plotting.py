@@ -230,7 +230,7 @@ def plot_p_z_given_v(model, examples, image_shape, path=None, *, order="C", titl
     with torch.no_grad():
         # In float64, a tiny tail mass prints as e.g. 1e-75 instead of underflowing to 0.
         probabilities = torch.exp(model.log_p_z_given_v(examples).double()).cpu().numpy()
-    images = as_numpy(model._check_visible(examples), "examples")
+    images = as_numpy(model.check_visible(examples), "examples")
     height, width = check_image_shape(image_shape, images.shape[1])
     n_rows, n_hidden = probabilities.shape[0], model.n_hidden
     has_tail = model.family == "irbm"
@@ -305,7 +305,7 @@ def top_inputs_by_z_interval(model, data, intervals=None, top=10, batch_size=102
                              f"= {n_hidden + 1}")
     if int(top) < 1:
         raise ValueError(f"top must be >= 1, got {top}")
-    data = model._check_visible(data)
+    data = model.check_visible(data)
     masses = []
     with torch.no_grad():
         for chunk in data.split(int(batch_size)):
@@ -331,7 +331,7 @@ def plot_top_inputs_by_z_interval(model, data, image_shape, path=None, *, interv
     """
     check_order(order)
     indices, averages, intervals = top_inputs_by_z_interval(model, data, intervals, top)
-    images = as_numpy(model._check_visible(data)[torch.as_tensor(indices.ravel())], "data")
+    images = as_numpy(model.check_visible(data)[torch.as_tensor(indices.ravel())], "data")
     height, width = check_image_shape(image_shape, images.shape[1])
     n_top, n_intervals = indices.shape
     mosaic = tile_images(images, image_shape, n_columns=n_intervals, order=order)
