@@ -7,9 +7,9 @@ import os
 import torch
 
 
-def default_threads() -> int:
+def default_threads(work: float | None = None) -> int:
     """The cores that look free: ``min(cpu_count, cpu_count - 1-minute load average)``, rounded,
-    at least 1.
+    at least 1. ``work`` (multiply-adds of a typical product) is ignored by this policy.
 
     A placeholder policy. On a machine whose cores are busy with other processes, torch's default
     of one thread per core makes every small matrix product wait for a time slice of the busiest

@@ -66,7 +66,7 @@ def _one_thread(monkeypatch):
     # busy with other processes, waiting for it made `irbm demo --quick` take 15-140 s instead
     # of 4 s (every small matrix product waited a scheduler time slice for the other thread).
     # The CLI sets the threads itself: its automatic choice is pinned to 1 here.
-    monkeypatch.setattr("irbm._threads.default_threads", lambda: 1)
+    monkeypatch.setattr("irbm._threads.default_threads", lambda *args, **kwargs: 1)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

@@ -29,7 +29,7 @@ EVALUATE = ["--chains", 10, "--betas", 50]
 
 @pytest.fixture(autouse=True)
 def _one_thread(monkeypatch):
-    monkeypatch.setattr("irbm._threads.default_threads", lambda: 1)
+    monkeypatch.setattr("irbm._threads.default_threads", lambda *args, **kwargs: 1)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

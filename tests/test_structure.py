@@ -15,8 +15,9 @@ import pytest
 from _cli_helpers import REPOSITORY, subprocess_environment
 
 PACKAGE = REPOSITORY / "irbm"
-# Modules that talk to the user on stdout: the command line only.
-PRINTING_MODULES = {"irbm.cli", "irbm.commands"}
+# Modules that talk to the user on stdout: the command line, and the scikit-learn estimators,
+# whose ``verbose=True`` prints as scikit-learn's own BernoulliRBM does.
+PRINTING_MODULES = {"irbm.cli", "irbm.commands", "irbm.sklearn._base"}
 MODEL_NAMES = re.compile(
     r'isinstance\([^)]*(OrderedRBM|InfiniteRBM|\bRBM)\b|== *"(rbm|orbm|irbm)"|\.(W|b|c)\b')
 # Being rewritten as the `irbm.plotting` subpackage on another branch: checked once merged.
