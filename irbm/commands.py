@@ -32,11 +32,6 @@ def run_train(args):
 def run_evaluate(args):
     _start(args)
     run_dir = Path(args.run)
-    uses_best = not args.latest and (run_dir / runs.BEST_FILE).exists()
-    print(f"AIS on {run_dir} ({args.chains} chains), "
-          + ("best model by validation NLL" if uses_best else "latest model")
-          + ("" if uses_best or args.latest else
-             " (no best.safetensors: train with --eval-every N for model selection)"))
     record = workflows.evaluate_run(run_dir, n_chains=args.chains, n_betas=args.betas,
                                     base=args.base, seed=args.seed,
                                     which="latest" if args.latest else "best",

@@ -241,6 +241,9 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, seed=0, whi
     partial = run_dir / runs.AIS_PARTIAL_FILE
     runs.check_ais_partial(partial)
     model, source = runs.run_model(run_dir, which=which, device=device)
+    hint = (" (no best model: train with --eval-every N for model selection)"
+            if which == "best" and source.file != runs.BEST_FILE else "")
+    say(f"AIS on {run_dir / source.file} (epoch {source.epoch}, {n_chains} chains){hint}")
     result = estimate_log_partition(model, n_chains, n_betas, base=base,
                                     data=torch.as_tensor(dataset.train), seed=seed,
                                     progress=progress, checkpoint_path=partial)
