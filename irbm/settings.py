@@ -51,7 +51,26 @@ def _setting(help_text, group, default=MISSING, *, choices=None, minimum=None, a
 
 @dataclass(frozen=True)
 class SettingSpec:
-    """One field of `Settings`, with its type unpacked from the annotation."""
+    """One field of `Settings`, with its type unpacked from the annotation.
+
+    Attributes
+    ----------
+    name : str
+        Field name, also the config-file key (``--name-with-dashes`` on the command line).
+    kind : type
+        int, float, bool or str; ``optional`` when None (unset) is allowed.
+    default : object
+        ``dataclasses.MISSING`` for the required (positional) ones.
+    help, group : str
+        Help text; one of `GROUPS`.
+    choices : tuple, callable returning one, or None
+    minimum, above : float or None
+        Inclusive and exclusive lower bounds.
+    resume : {"free", "force", "fixed"}
+        What resuming a run may do with it (module docstring).
+    positional, family_option : bool
+        A positional argument of `irbm train`; a constructor option of the model families.
+    """
 
     name: str
     kind: type

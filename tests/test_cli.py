@@ -33,7 +33,7 @@ from irbm.ais import estimate_log_partition
 from irbm.checkpoint import read_checkpoint
 from irbm.datasets import load_dataset
 from irbm.evaluate import nll
-from irbm.runs import model_digest
+from irbm.runs import load_run_model, model_digest
 from irbm.settings import CONFIG_KEYS, SPECS
 
 SMALL = ["--train-size", 300, "--valid-size", 100, "--test-size", 100]
@@ -342,7 +342,7 @@ def test_sample_saves_binary_samples_and_a_picture(pipeline, key):
     assert samples.dtype == np.uint8 and set(np.unique(samples)) <= {0, 1}
     assert 0 < samples.mean() < 1  # not all one value
     assert ((probabilities >= 0) & (probabilities <= 1)).all()
-    assert epoch == 2 and digest == model_digest(irbm.runs.load_run_model(run_dir))
+    assert epoch == 2 and digest == model_digest(load_run_model(run_dir))
     assert_non_trivial_png(run_dir / "figures" / "samples.png")
     assert "8 samples" in pipeline.outputs[key, "sample"].out
 
