@@ -2,36 +2,39 @@
 
 Trains an RBM, an ordered RBM and an infinite RBM on scikit-learn's 8x8 digits (shipped inside
 scikit-learn, binarized the authors' way), evaluates each with AIS, draws the figures and writes
-the report. It goes through the same code as the `irbm` subcommands, so what it prints is what a
-user would get by running them one by one.
+the report. It calls the same functions as the `irbm` subcommands (`irbm.workflows`), so what
+it produces is what a user would get by running them one by one.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
-from .cli import build_parser
+from .settings import Settings
+from .workflows import evaluate_run, plot_run, report_runs, train_run
+
+logger = logging.getLogger(__name__)
 
 DATASET = "digits"
-# (family, extra options): settings chosen to finish in a few minutes on 2 CPU cores.
+# (family, settings): chosen to finish in a few minutes on 2 CPU cores.
 MODELS = (
-    ("rbm", ["--n-hidden", "100", "--lr", "0.05"]),
-    ("orbm", ["--n-hidden", "100", "--lr", "0.05"]),
-    ("irbm", ["--lr", "0.05", "--l1", "1e-3"]),
+    ("rbm", {"n_hidden": 100, "lr": 0.05}),
+    ("orbm", {"n_hidden": 100, "lr": 0.05}),
+    ("irbm", {"lr": 0.05, "l1": 1e-3}),
 )
 EPOCHS, QUICK_EPOCHS = 200, 5
 CHAINS, BETAS = 400, 6000
 QUICK_CHAINS, QUICK_BETAS = 50, 300
 
 
-def demo(out_dir: Path, *, quick: bool = False, device=None):
-    """Train, evaluate, plot and report the three models into ``out_dir``."""
-    from . import commands
-
-    parser = build_parser()
+def demo(out_dir: Path, *, quick: bool = False, device=None, echo=None) -> Path:
+    """Train, evaluate and plot the three models into ``out_dir/FAMILY`` and write the report
+    into ``out_dir/report``; return the report's Markdown file. Messages go to ``echo``
+    (default: logging)."""
+    say = echo or logger.info
     out_dir = Path(out_dir)
-    device_options = ["--device", device] if device else []
     epochs = QUICK_EPOCHS if quick else EPOCHS
     chains, betas = (QUICK_CHAINS, QUICK_BETAS) if quick else (CHAINS, BETAS)
     start = time.perf_counter()
@@ -39,16 +42,13 @@ def demo(out_dir: Path, *, quick: bool = False, device=None):
     for family, options in MODELS:
         run_dir = out_dir / family
         run_dirs.append(run_dir)
-        print(f"\n== {family}: training {epochs} epochs on {DATASET} -> {run_dir}")
-        commands.run_train(parser.parse_args(
-            ["train", family, DATASET, "--out", str(run_dir), "--epochs", str(epochs),
-             "--quiet", *options, *device_options]))
-        print(f"== {family}: AIS with {chains} chains and {betas} temperatures")
-        commands.run_evaluate(parser.parse_args(
-            ["evaluate", str(run_dir), "--chains", str(chains), "--betas", str(betas),
-             *device_options]))
-        commands.run_plot(parser.parse_args(["plot", str(run_dir), *device_options]))
-    commands.run_report(parser.parse_args(["report", *map(str, run_dirs), "--out",
-                                           str(out_dir)]))
-    print((out_dir / "report.md").read_text())
-    print(f"demo finished in {time.perf_counter() - start:.0f}s; open {out_dir / 'report.html'}")
+        say(f"\n== {family}: training {epochs} epochs on {DATASET} -> {run_dir}")
+        settings = Settings(family=family, dataset=DATASET, epochs=epochs, **options)
+        train_run(settings, run_dir, device=device, echo=say, epoch_lines=False)
+        say(f"== {family}: AIS with {chains} chains and {betas} temperatures")
+        evaluate_run(run_dir, n_chains=chains, n_betas=betas, device=device, echo=say)
+        plot_run(run_dir, device=device, echo=say)
+    markdown, html = report_runs(run_dirs, out_dir / "report")
+    say(markdown.read_text())
+    say(f"demo finished in {time.perf_counter() - start:.0f}s; open {html}")
+    return markdown

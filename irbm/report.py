@@ -1,48 +1,67 @@
-"""Results tables in the paper's format, as Markdown and a self-contained HTML page."""
+"""Results tables in the paper's format, as Markdown and a self-contained HTML page.
+
+A report directory is marked by ``irbm-report.json``, so writing a report never overwrites a
+directory that holds anything else.
+"""
 
 from __future__ import annotations
 
 import base64
 import html
-import os
 from pathlib import Path
 
 from . import runs
 from ._io import atomic_write
+from .models import FAMILIES
 
 COLUMNS = ("Model", "Size", "ln Z-hat", "ln(Z-hat -/+ 3 sigma)", "Avg. test NLL")
-MODEL_NAMES = {"rbm": "RBM", "orbm": "oRBM", "irbm": "iRBM"}
+NOTE = "Note"  # a column shown only when a row is stale
+MARKER_FILE = "irbm-report.json"
+REPORT_FORMAT, REPORT_VERSION = "irbm-report", 1
+DEFAULT_DIRECTORY = "report"
 
 
 def _number(value, digits=2) -> str:
     return f"{value:.{digits}f}" if value == value and abs(value) != float("inf") else str(value)
 
 
-def run_row(run_dir) -> dict:
-    """One evaluated run as table cells (raises if `irbm evaluate` has not been run)."""
-    run_dir = Path(run_dir)
-    if not (run_dir / runs.EVALUATION_FILE).exists():
-        raise FileNotFoundError(f"{run_dir} has no {runs.EVALUATION_FILE}: run "
-                                f"`irbm evaluate {run_dir}` first")
-    record = runs.read_json(run_dir / runs.EVALUATION_FILE)
+def _model_name(record: dict) -> str:
+    family = record["family"]
+    return record.get("display_name") or getattr(FAMILIES.get(family), "display_name", family)
+
+
+def run_row(run_dir, *, allow_stale=False) -> dict:
+    """The latest evaluation of the run's current model as table cells; a run evaluated only
+    with an older model is refused, or with ``allow_stale`` marked in the "Note" cell."""
+    run_dir = runs.require_run(run_dir)
+    record, stale = runs.current_evaluation(run_dir)
+    if stale and not allow_stale:
+        raise ValueError(f"{run_dir / runs.EVALUATION_FILE} is {stale}: run `irbm evaluate "
+                         f"{run_dir}` again, or pass --allow-stale to report it marked stale")
     split = "test" if "test" in record["nll"] else next(iter(record["nll"]), None)
     nll = record["nll"].get(split) if split else None
     return {
         "run": str(run_dir), "dataset": record.get("dataset", ""),
-        "Model": MODEL_NAMES.get(record["family"], record["family"]),
+        "Model": _model_name(record),
         "Size": str(record["n_hidden"]),
         "ln Z-hat": _number(record["log_z"]),
         "ln(Z-hat -/+ 3 sigma)": f"[{_number(record['log_z_low'])}, "
                                   f"{_number(record['log_z_high'])}]",
         "Avg. test NLL": (f"{_number(nll['mean'])} +/- {_number(nll['stderr'])}"
                           if nll else "n/a") + ("" if split in ("test", None) else f" ({split})"),
+        NOTE: (stale or "").split(" (")[0],
         "record": record,
     }
 
 
+def _columns(rows) -> tuple:
+    return COLUMNS + ((NOTE,) if any(row[NOTE] for row in rows) else ())
+
+
 def markdown_table(rows) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
-    lines += ["| " + " | ".join(row[c] for c in COLUMNS) + " |" for row in rows]
+    columns = _columns(rows)
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    lines += ["| " + " | ".join(row[c] for c in columns) + " |" for row in rows]
     return "\n".join(lines)
 
 
@@ -53,8 +72,9 @@ def _embedded_image(path: Path) -> str:
 
 
 def html_page(rows, run_dirs) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(row[c])}</td>" for c in COLUMNS)
+    columns = _columns(rows)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(row[c])}</td>" for c in columns)
                    + "</tr>" for row in rows)
     sections = []
     for run_dir, row in zip(run_dirs, rows):
@@ -72,19 +92,31 @@ def html_page(rows, run_dirs) -> str:
             f"<table><tr>{head}</tr>{body}</table>{''.join(sections)}</body></html>")
 
 
-def write_report(run_dirs, out_dir=None) -> tuple[Path, Path]:
-    """Write report.md and report.html for evaluated runs into ``out_dir`` (default: the runs'
-    common parent) and return both paths."""
+def prepare_directory(out_dir) -> Path:
+    """Make ``out_dir`` a report directory: refuse a file, or a non-empty directory that is not
+    a report; create it (with its marker) otherwise."""
+    out_dir = Path(out_dir)
+    marker = out_dir / MARKER_FILE
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"report directory {out_dir} is a file")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not marker.is_file():
+        raise ValueError(f"{out_dir} is not empty and not an irbm report directory (no "
+                         f"{MARKER_FILE}); refusing to write the report into it: pass another "
+                         "--out")
+    runs.check_writable(out_dir)
+    if not marker.is_file():
+        runs.write_json(marker, {"format": REPORT_FORMAT, "version": REPORT_VERSION})
+    return out_dir
+
+
+def write_report(run_dirs, out_dir=None, *, allow_stale=False) -> tuple[Path, Path]:
+    """Write report.md and report.html for evaluated runs into ``out_dir`` (default:
+    ``report/`` in the current directory) and return both paths.
+
+    Each run shows its latest evaluation of its current model; see `run_row` for stale ones."""
     run_dirs = [Path(r) for r in run_dirs]
-    for run_dir in run_dirs:
-        if not run_dir.is_dir():
-            raise FileNotFoundError(f"run directory not found: {run_dir}")
-    rows = [run_row(r) for r in run_dirs]
-    if out_dir is None:
-        out_dir = Path(os.path.commonpath([r.resolve() for r in run_dirs]))
-        if len(run_dirs) == 1:
-            out_dir = run_dirs[0]
-    out_dir = runs.check_writable(out_dir)
+    rows = [run_row(r, allow_stale=allow_stale) for r in run_dirs]
+    out_dir = prepare_directory(Path.cwd() / DEFAULT_DIRECTORY if out_dir is None else out_dir)
     datasets = sorted({row["dataset"] for row in rows})
     markdown = (f"# irbm report\n\nDataset: {', '.join(datasets)}. ln Z by AIS; average NLL "
                 f"+/- standard error over the test set.\n\n{markdown_table(rows)}\n")

@@ -1,21 +1,31 @@
-"""Run directories: what `irbm train` writes and the other commands read.
+"""Run directories: what `irbm train` writes and the other commands read, and how they tell a
+run from any other directory and a current result from a stale one.
 
 A run directory holds:
 
-- ``config.json``: model family and constructor arguments, training hyper-parameters, dataset;
+- ``irbm-run.json``: the marker (format name and version) that makes a directory a run;
+- ``config.json``: the run's `irbm.settings.Settings` and the dataset's shape;
 - ``checkpoint.safetensors``: the full training state (resumable); ``model.safetensors``: the
   latest model; ``best.safetensors``: the model with the best validation NLL (AIS, every
   ``eval_every`` epochs);
 - ``history.json``: per-epoch metrics; ``validation.json``: the periodic AIS evaluations;
-- ``evaluation.json`` and ``ais_log_weights.npy`` from `irbm evaluate`; ``samples.npz`` and
-  figures under ``figures/`` from `irbm sample` and `irbm plot`.
+- ``evaluation.json`` (a list: every `irbm evaluate` appends one) and ``ais_log_weights.npy``
+  (the latest evaluation's); ``samples.npz`` and figures under ``figures/``.
+
+Evaluations and samples record the epoch and a sha256 digest of the model they were computed
+from, so a later reader can tell whether they still describe the run's model.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import os
 import tempfile
+import zipfile
+import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,16 +34,29 @@ import torch
 from . import checkpoint as ckpt
 from ._io import atomic_write
 from .ais import estimate_log_partition
+from .datasets import load_dataset
 from .evaluate import nll
+from .settings import Settings
 from .training import Callback
 
+MARKER_FILE = "irbm-run.json"
+RUN_FORMAT, RUN_VERSION = "irbm-run", 1
 CONFIG_FILE = "config.json"
 HISTORY_FILE = "history.json"
 VALIDATION_FILE = "validation.json"
 EVALUATION_FILE = "evaluation.json"
 BEST_FILE = "best.safetensors"
+SAMPLES_FILE = "samples.npz"
+AIS_WEIGHTS_FILE = "ais_log_weights.npy"
+AIS_PARTIAL_FILE = "ais_partial.npz"
+# What numpy raises for a truncated or garbled .npz.
+_NPZ_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error)
+# Files that only a run that trained at least one epoch (or was evaluated) holds.
+RESULT_FILES = (ckpt.MODEL_FILE, BEST_FILE, HISTORY_FILE, VALIDATION_FILE, EVALUATION_FILE,
+                SAMPLES_FILE, AIS_WEIGHTS_FILE)
 
 
+# ---------------------------------------------------------------------------- files
 def write_json(path, payload):
     """Write JSON atomically (temp file then rename)."""
     with atomic_write(path, "w") as stream:
@@ -66,25 +89,246 @@ def check_writable(directory) -> Path:
     return directory
 
 
+def save_npz(path, arrays: dict):
+    with atomic_write(path) as stream:
+        np.savez_compressed(stream, **arrays)
+
+
+# ---------------------------------------------------------------------------- the marker
 def is_run(directory) -> bool:
-    return (Path(directory) / ckpt.TRAINER_FILE).exists()
+    """Whether ``directory`` is a run directory (holds a valid marker); ValueError when the
+    marker is unreadable or of another format or version."""
+    marker = Path(directory) / MARKER_FILE
+    if not marker.is_file():
+        return False
+    content = read_json(marker)
+    if not isinstance(content, dict) or content.get("format") != RUN_FORMAT:
+        raise ValueError(f"{marker} is not an irbm run marker")
+    if content.get("version") != RUN_VERSION:
+        raise ValueError(f"{directory} is a run of format version {content.get('version')}; "
+                         f"this irbm reads version {RUN_VERSION}")
+    return True
+
+
+def require_run(directory) -> Path:
+    """``directory`` as a Path if it is a run directory; a clear error otherwise."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"run directory not found: {directory}")
+    if not is_run(directory):
+        raise ValueError(f"{directory} is not an irbm run directory (it has no {MARKER_FILE}; "
+                         f"`irbm train ... --out {directory}` makes one)")
+    return directory
+
+
+def create_run(directory, record: dict):
+    """Write the marker and ``config.json`` into ``directory`` (which exists)."""
+    write_json(Path(directory) / MARKER_FILE, {"format": RUN_FORMAT, "version": RUN_VERSION})
+    write_json(Path(directory) / CONFIG_FILE, record)
+
+
+def read_settings(run_dir) -> Settings:
+    """The settings a run recorded."""
+    path = Path(run_dir) / CONFIG_FILE
+    record = read_json(path)
+    try:
+        return Settings.from_mapping(record["settings"], source=str(path))
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"{path} holds no settings ({error})") from None
+
+
+def load_run_dataset(run_dir, data_dir=None):
+    """The dataset (and subset) the run was trained on."""
+    settings = read_settings(run_dir)
+    options = {} if settings.binarize is None else {"binarize": settings.binarize}
+    dataset = load_dataset(settings.dataset, data_dir=data_dir, **options)
+    return dataset.subset(settings.train_size, settings.valid_size, settings.test_size)
+
+
+# ---------------------------------------------------------------------------- models
+@dataclass(frozen=True)
+class ModelSource:
+    """Which model file a result was computed from: its name, epoch and parameter digest."""
+
+    file: str
+    epoch: int | None
+    sha256: str
+
+    def as_record(self) -> dict:
+        return {"model_file": self.file, "epoch": self.epoch, "model_sha256": self.sha256}
+
+
+def model_digest(model) -> str:
+    """sha256 over the names, dtypes, shapes and bytes of the model's state_dict tensors (on
+    any device, the same digest)."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        tensor = tensor.detach().contiguous().cpu()
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _model_file(directory: Path, which: str) -> Path:
+    best = directory / BEST_FILE
+    return best if which == "best" and best.exists() else directory / ckpt.MODEL_FILE
+
+
+def run_model(directory, *, which="best", device=None):
+    """(model, `ModelSource`): the run's best model when it has one (``which="best"``), else
+    its latest."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"run directory not found: {directory}")
+    path = _model_file(directory, which)
+    tensors, metadata = ckpt.read_checkpoint(path)
+    model = ckpt.model_from_tensors(tensors, metadata, device=device)
+    return model, ModelSource(path.name, metadata.get("epoch"), model_digest(model))
 
 
 def load_run_model(directory, *, which="best", device=None):
     """The run's best model when it has one (``which="best"``), else its latest."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise FileNotFoundError(f"run directory not found: {directory}")
-    best = directory / BEST_FILE
-    if which == "best" and best.exists():
-        return ckpt.load(best, device=device)
-    return ckpt.load(directory / ckpt.MODEL_FILE, device=device)
+    return run_model(directory, which=which, device=device)[0]
+
+
+def _current_source(directory: Path, file_name: str, cache: dict) -> ModelSource | None:
+    if file_name not in cache:
+        path = directory / file_name
+        cache[file_name] = None
+        if path.is_file():
+            tensors, metadata = ckpt.read_checkpoint(path)
+            model = ckpt.model_from_tensors(tensors, metadata)
+            cache[file_name] = ModelSource(file_name, metadata.get("epoch"), model_digest(model))
+    return cache[file_name]
+
+
+def staleness(directory, record: dict, cache: dict | None = None,
+              verb: str = "evaluated") -> str | None:
+    """None when ``record`` (with `ModelSource.as_record` keys) describes the model now in
+    its file; else why not, e.g. "stale: evaluated at epoch 2 (the model is now at epoch 5)"."""
+    if "model_sha256" not in record:
+        return f"stale: {verb} by an older irbm that did not record the model"
+    cache = {} if cache is None else cache
+    file_name = record.get("model_file")
+    current = _current_source(Path(directory), file_name, cache) if file_name else None
+    if current is not None and current.sha256 == record["model_sha256"]:
+        return None
+    now = (f"the model is now at epoch {current.epoch}" if current is not None
+           else f"{file_name} is gone")
+    return f"stale: {verb} at epoch {record.get('epoch')} ({now})"
+
+
+# ---------------------------------------------------------------------------- evaluations
+def read_evaluations(run_dir) -> list[dict]:
+    """Every evaluation of the run, oldest first (an older irbm wrote a single record)."""
+    payload = read_json(Path(run_dir) / EVALUATION_FILE, default={"evaluations": []})
+    return payload["evaluations"] if "evaluations" in payload else [payload]
+
+
+def append_evaluation(run_dir, record: dict):
+    records = read_evaluations(run_dir) + [record]
+    write_json(Path(run_dir) / EVALUATION_FILE, {"evaluations": records})
+
+
+def current_evaluation(run_dir) -> tuple[dict, str | None]:
+    """(the latest evaluation of the run's current model, None), or (the latest evaluation,
+    why it is stale) when none matches."""
+    run_dir = Path(run_dir)
+    records = read_evaluations(run_dir)
+    if not records:
+        raise FileNotFoundError(f"{run_dir} has no {EVALUATION_FILE}: run "
+                                f"`irbm evaluate {run_dir}` first")
+    cache = {}
+    for record in reversed(records):
+        if staleness(run_dir, record, cache) is None:
+            return record, None
+    return records[-1], staleness(run_dir, records[-1], cache)
+
+
+def stale_inputs(run_dir) -> list[str]:
+    """What `irbm plot` would draw from results of another model: ``samples.npz`` drawn from
+    another model than the run's, the AIS weights of a stale evaluation."""
+    run_dir = Path(run_dir)
+    problems, cache = [], {}
+    samples = run_dir / SAMPLES_FILE
+    if samples.exists():
+        try:
+            with np.load(samples, allow_pickle=False) as stored:
+                record = {key: stored[key].item() for key in
+                          ("model_file", "epoch", "model_sha256") if key in stored.files}
+        except _NPZ_ERRORS as error:
+            raise ValueError(f"{samples} is unreadable ({error}): run `irbm sample {run_dir}` "
+                             "again, or delete it") from None
+        if record.get("epoch") == -1:  # saved for "unknown"
+            record["epoch"] = None
+        reason = staleness(run_dir, record, cache, verb="drawn")
+        if reason is None and record["model_file"] != _model_file(run_dir, "best").name:
+            reason = f"stale: drawn from {record['model_file']}, not the run's best model"
+        if reason is not None:
+            problems.append(f"{samples} is {reason}: run `irbm sample {run_dir}` again")
+    records = read_evaluations(run_dir)
+    if records and (run_dir / AIS_WEIGHTS_FILE).exists():
+        reason = staleness(run_dir, records[-1], cache)
+        if reason is not None:
+            problems.append(f"{run_dir / AIS_WEIGHTS_FILE} is {reason}: run `irbm evaluate "
+                            f"{run_dir}` again")
+    return problems
+
+
+def check_ais_partial(path):
+    """A leftover partial AIS run must be readable; else say to delete it."""
+    path = Path(path)
+    if not path.exists():
+        return
+    try:
+        with np.load(path, allow_pickle=False) as saved:
+            for key in ("config", "seconds", "batch_sizes", "log_weights", "samples"):
+                saved[key]
+    except (*_NPZ_ERRORS, KeyError) as error:
+        raise ValueError(f"{path} (an interrupted AIS run) is corrupt ({error}); delete it to "
+                         "start the evaluation afresh") from None
+
+
+# ---------------------------------------------------------------------------- callbacks
+class TrainingDiverged(ValueError):
+    """A parameter or a metric became NaN or infinite."""
+
+
+def _check_finite_metrics(metrics: dict, epoch: int, kept: str):
+    for name, value in metrics.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise TrainingDiverged(f"training diverged at epoch {epoch}: {name} is {value}; "
+                                   f"{kept} (try a smaller --lr)")
+
+
+class StopOnNonFinite(Callback):
+    """Raise at the end of the first epoch whose parameters or metrics are not all finite.
+
+    Placed before `irbm.training.CheckpointEvery` and `HistoryWriter` in the callback list, it
+    stops the epoch's callbacks before they save it: the last checkpoint stays the last good
+    state."""
+
+    def on_fit_start(self, trainer):
+        self.good_epoch = trainer.epoch if trainer.epoch else None
+
+    def kept(self) -> str:
+        return (f"the checkpoint of epoch {self.good_epoch} is kept" if self.good_epoch
+                else "no checkpoint was written")
+
+    def on_epoch_end(self, trainer, metrics):
+        for name, parameter in trainer.model.named_parameters():
+            if not torch.isfinite(parameter).all():
+                raise TrainingDiverged(f"training diverged at epoch {trainer.epoch}: parameter "
+                                       f"{name} has non-finite values; {self.kept()} (try a "
+                                       f"smaller --lr)")
+        _check_finite_metrics(metrics, trainer.epoch, self.kept())
+        self.good_epoch = trainer.epoch
 
 
 class HistoryWriter(Callback):
-    """Write history.json (and print one line per epoch) after every epoch."""
+    """Write history.json (and one line per epoch to ``echo``) after every epoch."""
 
-    def __init__(self, run_dir, total_epochs: int, echo=print):
+    def __init__(self, run_dir, total_epochs: int, echo=None):
         self.path = Path(run_dir) / HISTORY_FILE
         self.total_epochs, self.echo = total_epochs, echo
 
@@ -102,11 +346,15 @@ class HistoryWriter(Callback):
 
 class ValidateWithAIS(Callback):
     """Every ``every`` epochs: AIS estimate of log Z, NLL on the validation set, and keep the
-    best model's checkpoint (the paper's protocol: AIS every 1,000 epochs, keep the best)."""
+    best model's checkpoint (the paper's protocol: AIS every 1,000 epochs, keep the best).
 
-    def __init__(self, run_dir, valid, every: int, *, n_chains=100, n_betas=1000, seed=0,
-                 echo=print):
+    ``base_data`` (the training set; default: ``valid``) gives the AIS base rate when the
+    family's default base is the data's (any base keeps the estimate of Z unbiased)."""
+
+    def __init__(self, run_dir, valid, every: int, *, base_data=None, n_chains=100, n_betas=1000,
+                 seed=0, echo=None):
         self.run_dir, self.valid, self.every = Path(run_dir), valid, int(every)
+        self.base_data = base_data
         self.n_chains, self.n_betas, self.seed, self.echo = n_chains, n_betas, seed, echo
         self.path = self.run_dir / VALIDATION_FILE
 
@@ -122,9 +370,12 @@ class ValidateWithAIS(Callback):
         if self.every <= 0 or trainer.epoch % self.every:
             return
         model = trainer.model
-        result = estimate_log_partition(model, self.n_chains, self.n_betas, seed=self.seed,
-                                        progress=False)
+        base_data = self.valid if self.base_data is None else self.base_data
+        result = estimate_log_partition(model, self.n_chains, self.n_betas, data=base_data,
+                                        seed=self.seed, progress=False)
         mean, stderr = nll(model, self.valid, result.log_z)
+        _check_finite_metrics({"valid_nll": mean, "log_z": result.log_z}, trainer.epoch,
+                              "the checkpoint of the previous epoch is kept")
         records = read_json(self.path, default=[])
         record = {"epoch": trainer.epoch, "n_hidden": model.n_hidden, "log_z": result.log_z,
                   "log_z_low": result.log_z_low, "log_z_high": result.log_z_high,
@@ -139,31 +390,3 @@ class ValidateWithAIS(Callback):
         if self.echo:
             self.echo(f"  AIS: ln Z = {result.log_z:.3f}  valid NLL = {mean:.3f} +/- {stderr:.3f}"
                       + ("  (best so far)" if mean < best else ""))
-
-
-def evaluate_run(run_dir, dataset, *, n_chains=1000, n_betas=None, base="model", seed=0,
-                 which="best", device=None, progress=True, echo=print) -> dict:
-    """AIS estimate of log Z for the run's model, NLL on every split, saved as JSON."""
-    run_dir = Path(run_dir)
-    model = load_run_model(run_dir, which=which, device=device)
-    data = dataset.train if base == "data" else None
-    result = estimate_log_partition(
-        model, n_chains, n_betas, base=base, data=None if data is None else torch.as_tensor(data),
-        seed=seed, progress=progress, checkpoint_path=run_dir / "ais_partial.npz")
-    record = {
-        "family": model.family, "n_hidden": model.n_hidden, "dataset": dataset.name,
-        "log_z": result.log_z, "log_z_low": result.log_z_low, "log_z_high": result.log_z_high,
-        "n_chains": result.n_chains, "n_betas": result.n_betas, "base": result.base,
-        "ais_seconds": result.seconds, "nll": {},
-    }
-    for split in ("train", "valid", "test"):
-        values = getattr(dataset, split)
-        if values is not None and len(values):
-            mean, stderr = nll(model, torch.as_tensor(values), result.log_z)
-            record["nll"][split] = {"mean": mean, "stderr": stderr, "n": int(len(values))}
-            if echo:
-                echo(f"  {split:5} NLL = {mean:.3f} +/- {stderr:.3f}  ({len(values)} examples)")
-    np.save(run_dir / "ais_log_weights.npy", result.log_weights.numpy())
-    write_json(run_dir / EVALUATION_FILE, record)
-    (run_dir / "ais_partial.npz").unlink(missing_ok=True)
-    return record

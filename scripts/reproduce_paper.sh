@@ -13,13 +13,15 @@ if [[ "$which" == mnist || "$which" == all ]]; then
   irbm train rbm  mnist --out "$OUT/mnist-rbm500"  --n-hidden 500 --lr 0.01 --epochs 5000 "${common[@]}"
   irbm train orbm mnist --out "$OUT/mnist-orbm500" --n-hidden 500 --lr 0.03 --epochs 500 "${common[@]}"
   irbm train irbm mnist --out "$OUT/mnist-irbm"    --l1 1e-4 --lr 0.05 --epochs 3000 "${common[@]}"
-  for run in "$OUT"/mnist-*; do irbm evaluate "$run" --chains 5000 --betas 100000 --device "$DEVICE"; irbm plot "$run"; done
-  irbm report "$OUT"/mnist-* --out "$OUT/mnist-report"
+  runs=("$OUT/mnist-rbm500" "$OUT/mnist-orbm500" "$OUT/mnist-irbm")
+  for run in "${runs[@]}"; do irbm evaluate "$run" --chains 5000 --betas 100000 --device "$DEVICE"; irbm plot "$run"; done
+  irbm report "${runs[@]}" --out "$OUT/mnist-report"
 fi
 if [[ "$which" == caltech || "$which" == all ]]; then
   irbm train rbm  caltech101 --out "$OUT/caltech-rbm500"  --n-hidden 500 --lr 0.01 --epochs 3000 "${common[@]}"
   irbm train orbm caltech101 --out "$OUT/caltech-orbm500" --n-hidden 500 --l1 1e-3 --lr 0.01 --epochs 5000 "${common[@]}"
   irbm train irbm caltech101 --out "$OUT/caltech-irbm"    --l1 1e-3 --lr 0.05 --epochs 4000 "${common[@]}"
-  for run in "$OUT"/caltech-*; do irbm evaluate "$run" --chains 5000 --betas 100000 --device "$DEVICE"; irbm plot "$run"; done
-  irbm report "$OUT"/caltech-* --out "$OUT/caltech-report"
+  runs=("$OUT/caltech-rbm500" "$OUT/caltech-orbm500" "$OUT/caltech-irbm")
+  for run in "${runs[@]}"; do irbm evaluate "$run" --chains 5000 --betas 100000 --device "$DEVICE"; irbm plot "$run"; done
+  irbm report "${runs[@]}" --out "$OUT/caltech-report"
 fi

@@ -16,6 +16,18 @@ from matplotlib.image import imread
 
 from irbm.cli import main
 
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def subprocess_environment() -> dict:
+    """The environment for running irbm in a subprocess: this checkout first on PYTHONPATH
+    (not an installed irbm), IRBM_DEBUG unset (no tracebacks), one thread."""
+    environment = {k: v for k, v in os.environ.items() if k != "IRBM_DEBUG"}
+    paths = [str(REPOSITORY), *filter(None, environment.get("PYTHONPATH", "").split(os.pathsep))]
+    environment["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    environment.setdefault("OMP_NUM_THREADS", "1")
+    return environment
+
 
 @dataclass
 class Result:

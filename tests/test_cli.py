@@ -1,10 +1,10 @@
-"""End-to-end tests of the `irbm` command line on small real data in temporary directories.
+"""End-to-end tests of the `irbm` command line on the embedded digits in temporary directories.
 
-Train, resume, evaluate, sample, plot and report on subsets of ../shared/data (MNIST and
-CalTech101 Silhouettes) and on the embedded digits; the errors a user meets (unknown dataset,
-missing or corrupt files, wrong shapes or values, missing runs, corrupt checkpoints, unwritable
-directories, bad config files) give one line on stderr and exit code 2, without a traceback and
-without touching what was there; every subcommand has --help; the demo runs end to end.
+Train, resume, evaluate, sample, plot and report; the errors a user meets (unknown dataset,
+missing or corrupt files, wrong shapes or values, invalid settings, missing runs, corrupt
+checkpoints, unwritable directories, bad config files) give one line on stderr and exit code 2,
+without a traceback and without touching what was there; every subcommand has --help; the demo
+runs end to end. Run directories are trusted only when they say so (tests/test_cli_runs.py).
 
 The CLI runs in-process (`irbm.cli.main`) for speed; one test runs it as a subprocess.
 """
@@ -28,11 +28,13 @@ import torch
 
 import irbm
 from _cli_helpers import (assert_clean_error, assert_ok, numbers, parse_markdown_table,
-                          png_stats, run_cli, snapshot)
+                          png_stats, run_cli, snapshot, subprocess_environment)
 from irbm.ais import estimate_log_partition
 from irbm.checkpoint import read_checkpoint
 from irbm.datasets import load_dataset
 from irbm.evaluate import nll
+from irbm.runs import load_run_model, model_digest
+from irbm.settings import CONFIG_KEYS, SPECS
 
 SMALL = ["--train-size", 300, "--valid-size", 100, "--test-size", 100]
 TINY_TRAIN = ["--n-hidden", 16, "--epochs", 2, "--cd-k", 1, "--quiet", *SMALL]
@@ -42,11 +44,11 @@ SAMPLE = ["--n", 8, "--steps", 50]
 
 # The runs shared by the evaluate / sample / plot / report tests: (family, dataset, options).
 RUNS = {
-    "mnist-irbm": ("irbm", "mnist", IRBM_EVAL),
-    "caltech101-orbm": ("orbm", "caltech101", []),
+    "digits-irbm": ("irbm", "digits", IRBM_EVAL),
+    "digits-orbm": ("orbm", "digits", []),
     "digits-rbm": ("rbm", "digits", []),
 }
-N_VISIBLE = {"mnist": 784, "caltech101": 784, "digits": 64}
+N_VISIBLE = 64
 FIGURES = {
     "rbm": {"filters", "samples", "training_curves", "ais_convergence"},
     "orbm": {"filters", "samples", "training_curves", "ais_convergence", "p_z_given_v",
@@ -55,33 +57,33 @@ FIGURES = {
              "top_inputs_by_z", "hidden_size"},
 }
 CURVES = {"training_curves", "ais_convergence", "hidden_size"}
+NAMES = {"rbm": "RBM", "orbm": "oRBM", "irbm": "iRBM"}
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
+def _one_thread(monkeypatch):
     # These models are tiny: a second intra-op thread gains nothing, and on a 2-core machine
     # busy with other processes, waiting for it made `irbm demo --quick` take 15-140 s instead
     # of 4 s (every small matrix product waited a scheduler time slice for the other thread).
+    # The CLI sets the threads itself: its automatic choice is pinned to 1 here.
+    monkeypatch.setattr("irbm._threads.default_threads", lambda *args, **kwargs: 1)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
 
 
-def data_dir_for(request, dataset):
-    """--data-dir options for a dataset: ../shared/data for the paper's (skip when absent)."""
-    if dataset in ("mnist", "caltech101"):
-        return ["--data-dir", request.getfixturevalue("shared_data_dir")]
-    return []
+def train_args(family, dataset, out, *extra):
+    return ["train", family, dataset, "--out", out, *TINY_TRAIN, *extra]
 
 
-def train_args(family, dataset, out, data_options, *extra):
-    return ["train", family, dataset, "--out", out, *TINY_TRAIN, *data_options, *extra]
+def evaluations(run_dir) -> list[dict]:
+    return json.loads((Path(run_dir) / "evaluation.json").read_text())["evaluations"]
 
 
 def model_tensors(path):
     model = irbm.load(path)
-    return model, {name: getattr(model, name).detach().clone() for name in ("W", "b", "c")}
+    return model, {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
 
 
 def assert_same_parameters(path_a, path_b):
@@ -112,7 +114,7 @@ class Pipeline:
     def __init__(self, root: Path):
         self.root, self.done, self.outputs, self.failed = root, {}, {}, {}
 
-    def get(self, key, data_options) -> Path:
+    def get(self, key) -> Path:
         if key in self.failed:
             pytest.fail(f"building the run {key} failed in an earlier test: {self.failed[key]}")
         if key not in self.done:
@@ -120,10 +122,10 @@ class Pipeline:
             family, dataset, options = RUNS[key]
             run_dir = self.root / key
             steps = {
-                "train": train_args(family, dataset, run_dir, data_options, *options),
-                "evaluate": ["evaluate", run_dir, *EVALUATE, *data_options],
-                "sample": ["sample", run_dir, *SAMPLE, *data_options],
-                "plot": ["plot", run_dir, *data_options],
+                "train": train_args(family, dataset, run_dir, *options),
+                "evaluate": ["evaluate", run_dir, *EVALUATE],
+                "sample": ["sample", run_dir, *SAMPLE],
+                "plot": ["plot", run_dir],
             }
             for step, args in steps.items():
                 result = self.outputs[key, step] = run_cli(*args)
@@ -139,29 +141,35 @@ def pipeline(tmp_path_factory):
     return Pipeline(tmp_path_factory.mktemp("runs"))
 
 
-def pipeline_run(request, pipeline, key):
-    return pipeline.get(key, data_dir_for(request, RUNS[key][1]))
+def pipeline_run(pipeline, key):
+    return pipeline.get(key)
 
 
 # ---------------------------------------------------------------------------- train
 @pytest.mark.parametrize("key", list(RUNS))
-def test_train_writes_a_run_directory(request, pipeline, key):
+def test_train_writes_a_run_directory(pipeline, key):
     family, dataset, _ = RUNS[key]
-    run_dir = pipeline_run(request, pipeline, key)
+    run_dir = pipeline_run(pipeline, key)
     train_output = pipeline.outputs[key, "train"].out
     assert f"training a {family}" in train_output and "done: epoch 2" in train_output
 
+    marker = json.loads((run_dir / "irbm-run.json").read_text())
+    assert marker == {"format": "irbm-run", "version": 1}
     config = json.loads((run_dir / "config.json").read_text())
-    assert config["family"] == family and config["dataset"] == dataset
-    assert config["settings"]["n_hidden"] == 16 and config["settings"]["cd_k"] == 1
-    assert config["data"] == {"name": dataset, "train_size": 300, "valid_size": 100,
-                              "test_size": 100, "binarize": None}
+    settings = config["settings"]
+    assert settings["family"] == family and settings["dataset"] == dataset
+    assert settings["n_hidden"] == 16 and settings["cd_k"] == 1 and settings["epochs"] == 2
+    assert {k: settings[k] for k in ("train_size", "valid_size", "test_size", "binarize")} == {
+        "train_size": 300, "valid_size": 100, "test_size": 100, "binarize": None}
+    assert "threads" not in settings  # how a run was computed, not what it is
+    assert config["dataset"] == {"name": "digits", "n_visible": 64, "image_shape": [8, 8],
+                                 "pixel_order": "C"}
     history = json.loads((run_dir / "history.json").read_text())["history"]
     assert [h["epoch"] for h in history] == [1, 2]
     assert all(math.isfinite(h["train_free_energy"]) for h in history)
 
     model = irbm.load(run_dir / "model.safetensors")
-    assert model.family == family and model.n_visible == N_VISIBLE[dataset]
+    assert model.family == family and model.n_visible == N_VISIBLE
     _, metadata = read_checkpoint(run_dir / "checkpoint.safetensors")
     assert metadata["epoch"] == 2 and metadata["training"]["cd_k"] == 1
     if family == "irbm":  # --eval-every 1: AIS on the validation set after each epoch
@@ -176,19 +184,14 @@ def test_train_writes_a_run_directory(request, pipeline, key):
 
 
 # ---------------------------------------------------------------------------- resume
-@pytest.mark.parametrize("family,dataset,options", [
-    ("irbm", "mnist", IRBM_EVAL), ("orbm", "caltech101", []), ("rbm", "digits", [])])
-def test_resume_continues_and_equals_an_uninterrupted_run(request, tmp_path, family, dataset,
-                                                          options):
-    data_options = data_dir_for(request, dataset)
+@pytest.mark.parametrize("family,options", [("irbm", IRBM_EVAL), ("orbm", []), ("rbm", [])])
+def test_resume_continues_and_equals_an_uninterrupted_run(tmp_path, family, options):
     resumed, straight = tmp_path / "resumed", tmp_path / "straight"
-    assert_ok(run_cli(*train_args(family, dataset, resumed, data_options, *options)))
-    result = run_cli(*train_args(family, dataset, resumed, data_options, *options,
-                                 "--epochs", 4))
+    assert_ok(run_cli(*train_args(family, "digits", resumed, *options)))
+    result = run_cli(*train_args(family, "digits", resumed, *options, "--epochs", 4))
     assert_ok(result)
     assert f"resuming {resumed} at epoch 2" in result.out and "done: epoch 4" in result.out
-    assert_ok(run_cli(*train_args(family, dataset, straight, data_options, *options,
-                                  "--epochs", 4)))
+    assert_ok(run_cli(*train_args(family, "digits", straight, *options, "--epochs", 4)))
 
     history = json.loads((resumed / "history.json").read_text())
     assert [h["epoch"] for h in history["history"]] == [1, 2, 3, 4]
@@ -201,6 +204,7 @@ def test_resume_continues_and_equals_an_uninterrupted_run(request, tmp_path, fam
         assert_same_parameters(resumed / name, straight / name)
     _, metadata = read_checkpoint(resumed / "checkpoint.safetensors")
     assert metadata["epoch"] == 4
+    assert json.loads((resumed / "config.json").read_text())["settings"]["epochs"] == 4
     if family == "irbm":
         assert_same_parameters(resumed / "best.safetensors", straight / "best.safetensors")
         validation = json.loads((resumed / "validation.json").read_text())
@@ -209,11 +213,10 @@ def test_resume_continues_and_equals_an_uninterrupted_run(request, tmp_path, fam
 
 
 @pytest.fixture(scope="module")
-def base_run(tmp_path_factory, shared_data_dir):
-    """An iRBM trained 1 epoch on MNIST, copied by the tests that must not change it."""
+def base_run(tmp_path_factory):
+    """An iRBM trained 1 epoch on the digits, copied by the tests that must not change it."""
     run_dir = tmp_path_factory.mktemp("base") / "run"
-    assert_ok(run_cli("train", "irbm", "mnist", "--out", run_dir, "--data-dir", shared_data_dir,
-                      *TINY_TRAIN, "--epochs", 1))
+    assert_ok(run_cli(*train_args("irbm", "digits", run_dir, "--epochs", 1)))
     return run_dir
 
 
@@ -230,80 +233,76 @@ def copy_run(run_dir, tmp_path) -> Path:
     (["--no-pcd"], "pcd: True -> False"),
     (["--seed", 7], "seed: 1234 -> 7"),
     (["--train-size", 200], "train_size: 300 -> 200"),
+    (["--random-permutation"], "random_permutation: False -> True"),
+    (["--eval-every", 3], "eval_every: 0 -> 3"),
 ])
-def test_resume_with_changed_hyperparameter_is_refused(base_run, shared_data_dir, tmp_path,
-                                                       change, expected):
+def test_resume_with_changed_hyperparameter_is_refused(base_run, tmp_path, change, expected):
     run_dir = copy_run(base_run, tmp_path)
     before = snapshot(run_dir)
-    result = run_cli("train", "irbm", "mnist", "--out", run_dir, "--data-dir", shared_data_dir,
-                     *TINY_TRAIN, "--epochs", 2, *change)
+    result = run_cli(*train_args("irbm", "digits", run_dir, "--epochs", 2, *change))
     assert_clean_error(result, expected, "--force")
     assert snapshot(run_dir) == before
 
 
-@pytest.mark.parametrize("family,dataset,expected", [
-    ("orbm", "mnist", "holds a irbm run"),
-    ("irbm", "caltech101", "refusing to resume it on caltech101"),
-])
-def test_resume_as_another_model_or_dataset_is_refused(base_run, shared_data_dir, tmp_path,
-                                                       family, dataset, expected):
+def test_resume_as_another_model_or_dataset_is_refused(base_run, tmp_path):
     run_dir = copy_run(base_run, tmp_path)
+    rows = tmp_path / "rows.npy"
+    np.save(rows, (np.random.default_rng(0).random((120, 64)) < 0.3).astype(np.uint8))
     before = snapshot(run_dir)
-    result = run_cli("train", family, dataset, "--out", run_dir, "--data-dir", shared_data_dir,
-                     *TINY_TRAIN, "--epochs", 2)
-    assert_clean_error(result, expected)
+    assert_clean_error(run_cli(*train_args("orbm", "digits", run_dir, "--epochs", 2)),
+                       "built with family irbm", "new --out")
+    assert_clean_error(run_cli(*train_args("irbm", rows, run_dir, "--epochs", 2)),
+                       f"dataset: digits -> {rows}", "--force")
     assert snapshot(run_dir) == before
 
 
 @pytest.mark.parametrize("change,expected", [
     (["--beta", 1.5], "built with beta 1.01"), (["--n-hidden", 8], "built with n_hidden 16"),
     (["--dtype", "float64"], "built with dtype float32")])
-def test_resume_cannot_change_the_built_model_even_with_force(base_run, shared_data_dir,
-                                                              tmp_path, change, expected):
+def test_resume_cannot_change_the_built_model_even_with_force(base_run, tmp_path, change,
+                                                              expected):
     run_dir = copy_run(base_run, tmp_path)
     before = snapshot(run_dir)
-    result = run_cli("train", "irbm", "mnist", "--out", run_dir, "--data-dir", shared_data_dir,
-                     *TINY_TRAIN, "--epochs", 2, "--force", *change)
+    result = run_cli(*train_args("irbm", "digits", run_dir, "--epochs", 2, "--force", *change))
     assert_clean_error(result, expected, "new --out")
     assert snapshot(run_dir) == before
 
 
-def test_resume_with_force_accepts_the_change_and_records_it(base_run, shared_data_dir,
-                                                             tmp_path):
+def test_resume_with_force_accepts_the_change_and_records_it(base_run, tmp_path):
     run_dir = copy_run(base_run, tmp_path)
-    data = ["--data-dir", shared_data_dir]
-    result = run_cli("train", "irbm", "mnist", "--out", run_dir, *data, *TINY_TRAIN,
-                     "--epochs", 2, "--lr", 0.1, "--force")
+    result = run_cli(*train_args("irbm", "digits", run_dir, "--epochs", 2, "--lr", 0.1,
+                                 "--force"))
     assert_ok(result)
     assert "resuming" in result.out and "done: epoch 2" in result.out
     _, metadata = read_checkpoint(run_dir / "checkpoint.safetensors")
     assert metadata["training"]["lr"] == 0.1 and metadata["epoch"] == 2
     assert json.loads((run_dir / "config.json").read_text())["settings"]["lr"] == 0.1
     # The next resume continues with the forced value, without --force or --lr.
-    assert_ok(run_cli("train", "irbm", "mnist", "--out", run_dir, *data, "--epochs", 3,
-                      "--quiet"))
+    assert_ok(run_cli("train", "irbm", "digits", "--out", run_dir, "--epochs", 3, "--quiet"))
     history = json.loads((run_dir / "history.json").read_text())["history"]
     assert [h["epoch"] for h in history] == [1, 2, 3]
     # ... and going back to the old value is a change again.
-    assert_clean_error(run_cli("train", "irbm", "mnist", "--out", run_dir, *data,
-                               "--epochs", 4, "--lr", 0.03), "lr: 0.1 -> 0.03")
+    assert_clean_error(run_cli("train", "irbm", "digits", "--out", run_dir, "--epochs", 4,
+                               "--lr", 0.03), "lr: 0.1 -> 0.03")
 
 
 # ---------------------------------------------------------------------------- evaluate
 @pytest.mark.parametrize("key", list(RUNS))
-def test_evaluate_writes_finite_log_z_and_nll_per_split(request, pipeline, key):
+def test_evaluate_writes_finite_log_z_and_nll_per_split(pipeline, key):
     family, dataset, _ = RUNS[key]
-    run_dir = pipeline_run(request, pipeline, key)
-    record = json.loads((run_dir / "evaluation.json").read_text())
+    run_dir = pipeline_run(pipeline, key)
+    (record,) = evaluations(run_dir)
     assert record["family"] == family and record["dataset"] == dataset
+    assert record["display_name"] == NAMES[family]
     assert record["n_chains"] == 20 and record["n_betas"] == 100
+    assert record["base"] == "data"  # every family's default: the training set's base rate
     assert math.isfinite(record["log_z"]) and math.isfinite(record["log_z_high"])
     assert record["log_z_low"] <= record["log_z"] <= record["log_z_high"]
     assert set(record["nll"]) == {"train", "valid", "test"}
     for split, n in (("train", 300), ("valid", 100), ("test", 100)):
         entry = record["nll"][split]
         assert entry["n"] == n
-        assert math.isfinite(entry["mean"]) and 0 < entry["mean"] < N_VISIBLE[dataset] * 10
+        assert math.isfinite(entry["mean"]) and 0 < entry["mean"] < N_VISIBLE * 10
         assert math.isfinite(entry["stderr"]) and entry["stderr"] > 0
 
     # The numbers are what the saved AIS weights and the model give.
@@ -312,14 +311,17 @@ def test_evaluate_writes_finite_log_z_and_nll_per_split(request, pipeline, key):
     log_z = float(torch.logsumexp(log_weights, 0) - math.log(20))
     assert log_z == pytest.approx(record["log_z"], abs=1e-6)
     best = run_dir / "best.safetensors"
-    model = irbm.load(best if best.exists() else run_dir / "model.safetensors")
+    model_file = best if best.exists() else run_dir / "model.safetensors"
+    model = irbm.load(model_file)
+    # The record names the model it describes: file, epoch and digest of its tensors.
+    assert (record["model_file"], record["epoch"]) == (model_file.name, 2)
+    assert record["model_sha256"] == model_digest(model)
     assert record["n_hidden"] == model.n_hidden
     if model.n_hidden <= 16:  # small enough to enumerate: AIS agrees with the exact ln Z
         exact = model.log_partition_exact()
         assert record["log_z_low"] - 0.5 < exact < record["log_z_high"] + 0.5
         assert abs(record["log_z"] - exact) < 1.0
-    data_dir = request.getfixturevalue("shared_data_dir") if dataset != "digits" else None
-    test = load_dataset(dataset, data_dir=data_dir).subset(300, 100, 100).test
+    test = load_dataset(dataset).subset(300, 100, 100).test
     mean, stderr = nll(model, torch.as_tensor(test), record["log_z"])
     assert mean == pytest.approx(record["nll"]["test"]["mean"], rel=1e-9)
     assert stderr == pytest.approx(record["nll"]["test"]["stderr"], rel=1e-9)
@@ -331,26 +333,27 @@ def test_evaluate_writes_finite_log_z_and_nll_per_split(request, pipeline, key):
 
 # ---------------------------------------------------------------------------- sample
 @pytest.mark.parametrize("key", list(RUNS))
-def test_sample_saves_binary_samples_and_a_picture(request, pipeline, key):
-    dataset = RUNS[key][1]
-    run_dir = pipeline_run(request, pipeline, key)
+def test_sample_saves_binary_samples_and_a_picture(pipeline, key):
+    run_dir = pipeline_run(pipeline, key)
     with np.load(run_dir / "samples.npz", allow_pickle=False) as stored:
         samples, probabilities = stored["samples"], stored["probabilities"]
-    assert samples.shape == probabilities.shape == (8, N_VISIBLE[dataset])
+        digest, epoch = str(stored["model_sha256"]), int(stored["epoch"])
+    assert samples.shape == probabilities.shape == (8, N_VISIBLE)
     assert samples.dtype == np.uint8 and set(np.unique(samples)) <= {0, 1}
     assert 0 < samples.mean() < 1  # not all one value
     assert ((probabilities >= 0) & (probabilities <= 1)).all()
+    assert epoch == 2 and digest == model_digest(load_run_model(run_dir))
     assert_non_trivial_png(run_dir / "figures" / "samples.png")
     assert "8 samples" in pipeline.outputs[key, "sample"].out
 
 
-def test_sample_from_data_and_from_z_max(request, pipeline, tmp_path, shared_data_dir):
-    run_dir = copy_run(pipeline_run(request, pipeline, "caltech101-orbm"), tmp_path)
-    common = ["sample", run_dir, "--data-dir", shared_data_dir, "--n", 5, "--steps", 3]
+def test_sample_from_data_and_from_z_max(pipeline, tmp_path):
+    run_dir = copy_run(pipeline_run(pipeline, "digits-orbm"), tmp_path)
+    common = ["sample", run_dir, "--n", 5, "--steps", 3]
     assert_ok(run_cli(*common, "--init", "data", "--z-max-init", "--seed", 3))
     with np.load(run_dir / "samples.npz") as stored:
         first = stored["samples"]
-    assert first.shape == (5, 784) and set(np.unique(first)) <= {0, 1}
+    assert first.shape == (5, 64) and set(np.unique(first)) <= {0, 1}
     assert_ok(run_cli(*common, "--init", "data", "--z-max-init", "--seed", 3))
     with np.load(run_dir / "samples.npz") as stored:
         assert np.array_equal(stored["samples"], first)  # --seed makes it reproducible
@@ -358,9 +361,9 @@ def test_sample_from_data_and_from_z_max(request, pipeline, tmp_path, shared_dat
 
 # ---------------------------------------------------------------------------- plot
 @pytest.mark.parametrize("key", list(RUNS))
-def test_plot_draws_every_figure_and_none_is_blank(request, pipeline, key):
+def test_plot_draws_every_figure_and_none_is_blank(pipeline, key):
     family = RUNS[key][0]
-    run_dir = pipeline_run(request, pipeline, key)
+    run_dir = pipeline_run(pipeline, key)
     figures = run_dir / "figures"
     assert {p.stem for p in figures.glob("*.png")} == FIGURES[family]
     printed = pipeline.outputs[key, "plot"].out.split()
@@ -398,10 +401,9 @@ def check_report(out_dir, run_dirs):
     assert list(rows[0]) == ["Model", "Size", "ln Z-hat", "ln(Z-hat -/+ 3 sigma)",
                              "Avg. test NLL"]
     assert len(rows) == len(run_dirs)
-    names = {"rbm": "RBM", "orbm": "oRBM", "irbm": "iRBM"}
     for row, run_dir in zip(rows, run_dirs):
-        record = json.loads((run_dir / "evaluation.json").read_text())
-        assert row["Model"] == names[record["family"]]
+        record = evaluations(run_dir)[-1]
+        assert row["Model"] == NAMES[record["family"]]
         assert int(row["Size"]) == record["n_hidden"]
         expected = {"ln Z-hat": [record["log_z"]],
                     "ln(Z-hat -/+ 3 sigma)": [record["log_z_low"], record["log_z_high"]],
@@ -426,16 +428,20 @@ def check_report(out_dir, run_dirs):
     return rows
 
 
-def test_report_over_several_runs_matches_the_evaluations(request, pipeline, tmp_path):
-    run_dirs = [pipeline_run(request, pipeline, key) for key in RUNS]
+def test_report_over_several_runs_matches_the_evaluations(pipeline, tmp_path, monkeypatch):
+    run_dirs = [pipeline_run(pipeline, key) for key in RUNS]
     before = [snapshot(run_dir) for run_dir in run_dirs]
-    result = run_cli("report", *run_dirs)  # default --out: the runs' common parent
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("report", *run_dirs)  # default --out: report/ in the current directory
     assert_ok(result)
-    out_dir = run_dirs[0].parent
+    out_dir = tmp_path / "report"
     assert f"{out_dir / 'report.md'}" in result.out
+    assert (out_dir / "irbm-report.json").is_file()
     check_report(out_dir, run_dirs)
-    assert "Dataset: caltech101, digits, mnist." in (out_dir / "report.md").read_text()
+    assert "Dataset: digits." in (out_dir / "report.md").read_text()
     assert [snapshot(run_dir) for run_dir in run_dirs] == before  # the runs are only read
+    assert_ok(run_cli("report", run_dirs[2]))  # a report directory is rewritten
+    assert [row["Model"] for row in check_report(out_dir, run_dirs[2:])] == ["RBM"]
 
     assert_ok(run_cli("report", run_dirs[2], run_dirs[0], "--out", tmp_path / "elsewhere"))
     rows = check_report(tmp_path / "elsewhere", [run_dirs[2], run_dirs[0]])
@@ -460,7 +466,7 @@ def test_user_file_run_works_from_another_directory(tmp_path, monkeypatch):
                       "--epochs", 1, "--quiet"))
     monkeypatch.chdir(tmp_path)  # the run recorded where its data is
     assert_ok(run_cli("evaluate", "run", "--chains", 5, "--betas", 10))
-    record = json.loads((tmp_path / "run" / "evaluation.json").read_text())
+    (record,) = evaluations(tmp_path / "run")
     assert record["dataset"] == "rows" and record["nll"]["test"]["n"] == 12
     assert_ok(run_cli("train", "rbm", "data/rows.npy", "--out", "run", "--epochs", 2,
                       "--quiet"))  # the same file by another relative path: a resume
@@ -544,20 +550,39 @@ def test_missing_or_corrupt_data_file_is_a_clean_error(tmp_path, how, fragment):
     assert snapshot(tmp_path) == before  # the bad file is left alone, no run directory made
 
 
-def test_unknown_dataset_and_bad_options_are_clean_errors(tmp_path):
-    cases = [
-        (["train", "rbm", "nosuch", "--out", tmp_path / "run"], ["unknown dataset 'nosuch'",
-                                                                  "digits"]),
-        (["train", "rbm", "digits", "--out", tmp_path / "run", "--device", "nonsense"],
-         ["device 'nonsense'"]),
-        (["train", "rbm", "digits", "--out", tmp_path / "run", "--n-hidden", 0], ["n_hidden"]),
-        (["train", "rbm", "digits", "--out", tmp_path / "run", "--epochs", -1], ["epochs"]),
-        (["train", "rbm", "digits", "--out", tmp_path / "run", "--train-size", 0],
-         ["train_size"]),
-        (["train", "irbm", "digits", "--out", tmp_path / "run", "--beta", 0.5], ["beta"]),
-    ]
-    for args, fragments in cases:
-        assert_clean_error(run_cli(*args), *fragments)
+BAD_SETTINGS = [
+    (["rbm", "nosuch"], ["unknown dataset 'nosuch'", "digits"]),
+    (["rbm", "digits", "--device", "nonsense"], ["device 'nonsense'"]),
+    (["rbm", "digits", "--n-hidden", 0], ["n_hidden must be an integer >= 1", "got 0"]),
+    (["rbm", "digits", "--epochs", -1], ["epochs must be an integer >= 0", "got -1"]),
+    (["rbm", "digits", "--train-size", 0], ["train_size must be an integer >= 1"]),
+    (["rbm", "digits", "--batch-size", 0], ["batch_size must be an integer >= 1"]),
+    (["rbm", "digits", "--cd-k", 0], ["cd_k must be an integer >= 1"]),
+    (["rbm", "digits", "--lr", 0], ["lr must be a finite number > 0", "got 0.0"]),
+    (["rbm", "digits", "--lr", "nan"], ["lr must be a finite number > 0", "got nan"]),
+    (["rbm", "digits", "--lr", "inf"], ["lr must be a finite number > 0", "got inf"]),
+    (["rbm", "digits", "--l1", -1e-3], ["l1 must be a finite number >= 0"]),
+    (["rbm", "digits", "--l2", "inf"], ["l2 must be a finite number >= 0"]),
+    (["rbm", "digits", "--eval-every", -1], ["eval_every must be an integer >= 0"]),
+    (["rbm", "digits", "--eval-chains", 0], ["eval_chains must be an integer >= 1"]),
+    (["rbm", "digits", "--eval-betas", 1], ["eval_betas must be an integer >= 2"]),
+    (["rbm", "digits", "--threads", 0], ["threads must be an integer >= 1"]),
+    (["irbm", "digits", "--beta", 0.5], ["beta must be a finite number > 1"]),
+    (["orbm", "digits", "--beta", "nan"], ["beta must be a finite number", "got nan"]),
+    (["orbm", "digits", "--beta", -1], ["beta must be a finite number > 0"]),
+    (["irbm", "digits", "--n-hidden", 8, "--max-hidden", 4], ["max_hidden (4) is smaller"]),
+    (["orbm", "digits", "--max-hidden", 50],
+     ["orbm does not take max_hidden", "the options of orbm are n_hidden, beta"]),
+    (["rbm", "digits", "--beta", 1.5], ["rbm does not take beta", "options of rbm are n_hidden"]),
+    (["rbm", "digits", "--random-permutation"], ["random_permutation", "rbm has none"]),
+    (["rbm", "digits", "--binarize", "threshold"], ["binary already"]),
+]
+
+
+@pytest.mark.parametrize("args,fragments", BAD_SETTINGS,
+                         ids=[" ".join(map(str, args[2:])) or args[1] for args, _ in BAD_SETTINGS])
+def test_invalid_settings_are_clean_errors_before_any_work(tmp_path, args, fragments):
+    assert_clean_error(run_cli("train", *args, "--out", tmp_path / "run", "--quiet"), *fragments)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -565,8 +590,8 @@ def test_unknown_dataset_and_bad_options_are_clean_errors(tmp_path):
 def test_missing_run_directory_is_a_clean_error(tmp_path, command):
     assert_clean_error(run_cli(command, tmp_path / "nowhere"), "not found", "nowhere")
     (tmp_path / "empty").mkdir()
-    fragment = "evaluation.json" if command == "report" else "config.json"
-    assert_clean_error(run_cli(command, tmp_path / "empty"), fragment)
+    assert_clean_error(run_cli(command, tmp_path / "empty"), "not an irbm run directory",
+                       "irbm-run.json")
     assert list(tmp_path.iterdir()) == [tmp_path / "empty"]
     assert list((tmp_path / "empty").iterdir()) == []
 
@@ -583,15 +608,14 @@ def corrupt(path: Path, how: str):
 @pytest.mark.parametrize("how,fragment", [("truncated", "unreadable checkpoint"),
                                           ("flipped", "checksum mismatch")])
 @pytest.mark.parametrize("command", ["evaluate", "sample", "plot", "train"])
-def test_corrupt_checkpoint_is_a_clean_error(request, pipeline, tmp_path, command, how,
-                                             fragment):
-    run_dir = copy_run(pipeline_run(request, pipeline, "digits-rbm"), tmp_path)
+def test_corrupt_checkpoint_is_a_clean_error(pipeline, tmp_path, command, how, fragment):
+    run_dir = copy_run(pipeline_run(pipeline, "digits-rbm"), tmp_path)
     for name in ("model.safetensors", "checkpoint.safetensors"):
         corrupt(run_dir / name, how)
     before = snapshot(run_dir)
     args = {"evaluate": ["evaluate", run_dir, *EVALUATE], "sample": ["sample", run_dir, *SAMPLE],
             "plot": ["plot", run_dir],
-            "train": train_args("rbm", "digits", run_dir, [], "--epochs", 3)}[command]
+            "train": train_args("rbm", "digits", run_dir, "--epochs", 3)}[command]
     assert_clean_error(run_cli(*args), fragment)
     assert snapshot(run_dir) == before
 
@@ -634,20 +658,20 @@ def unwritable(tmp_path, request):
 
 
 @pytest.mark.parametrize("unwritable", ["under_file", "read_only"], indirect=True)
-def test_unwritable_output_directory_is_a_clean_error(request, pipeline, tmp_path, unwritable):
+def test_unwritable_output_directory_is_a_clean_error(pipeline, tmp_path, unwritable):
     before = snapshot(tmp_path)
     assert_clean_error(run_cli("train", "rbm", "digits", "--out", unwritable, *TINY_TRAIN),
                        "not writable", str(unwritable))
     assert snapshot(tmp_path) == before
-    run_dir = pipeline_run(request, pipeline, "digits-rbm")
+    run_dir = pipeline_run(pipeline, "digits-rbm")
     assert_clean_error(run_cli("report", run_dir, "--out", unwritable), "not writable")
     assert_clean_error(run_cli("demo", "--quick", "--out", unwritable), "not writable")
     assert snapshot(tmp_path) == before
 
 
 @pytest.mark.parametrize("command", ["sample", "plot"])
-def test_unwritable_figures_directory_is_a_clean_error(request, pipeline, tmp_path, command):
-    run_dir = copy_run(pipeline_run(request, pipeline, "digits-rbm"), tmp_path)
+def test_unwritable_figures_directory_is_a_clean_error(pipeline, tmp_path, command):
+    run_dir = copy_run(pipeline_run(pipeline, "digits-rbm"), tmp_path)
     shutil.rmtree(run_dir / "figures")
     (run_dir / "figures").write_text("a file where the figures directory goes")
     before = snapshot(run_dir)
@@ -656,9 +680,9 @@ def test_unwritable_figures_directory_is_a_clean_error(request, pipeline, tmp_pa
     assert snapshot(run_dir) == before
 
 
-def test_evaluate_into_a_read_only_run_is_a_clean_error(request, pipeline, tmp_path):
+def test_evaluate_into_a_read_only_run_is_a_clean_error(pipeline, tmp_path):
     skip_unless_permissions_enforced(tmp_path)
-    run_dir = copy_run(pipeline_run(request, pipeline, "digits-rbm"), tmp_path)
+    run_dir = copy_run(pipeline_run(pipeline, "digits-rbm"), tmp_path)
     before = snapshot(run_dir)
     run_dir.chmod(0o500)
     try:
@@ -670,11 +694,10 @@ def test_evaluate_into_a_read_only_run_is_a_clean_error(request, pipeline, tmp_p
 
 def test_error_in_a_subprocess_has_no_traceback(tmp_path):
     data_dir = write_bad_data_dir(tmp_path, "garbage")
-    environment = {k: v for k, v in os.environ.items() if k != "IRBM_DEBUG"}
     completed = subprocess.run(
         [sys.executable, "-m", "irbm.cli", "train", "irbm", "mnist", "--data-dir", data_dir,
-         "--out", tmp_path / "run"], capture_output=True, text=True, env=environment,
-        timeout=120)
+         "--out", tmp_path / "run"], capture_output=True, text=True,
+        env=subprocess_environment(), timeout=120)
     assert completed.returncode == 2
     assert "Traceback" not in completed.stdout + completed.stderr
     lines = completed.stderr.strip().splitlines()
@@ -686,14 +709,14 @@ def test_error_in_a_subprocess_has_no_traceback(tmp_path):
 # ---------------------------------------------------------------------------- help, config
 HELP = {
     None: ["train", "evaluate", "sample", "plot", "report", "demo"],
-    "train": ["--n-hidden", "--beta", "--epochs", "--batch-size", "--lr", "--optimizer", "--l1",
-              "--l2", "--cd-k", "--pcd", "--eval-every", "--seed", "--out", "--device",
-              "--force", "--config", "--data-dir"],
-    "evaluate": ["--chains", "--betas", "--data-dir"],
-    "sample": ["--n", "--steps", "--init", "--z-max-init"],
-    "plot": ["run"],
-    "report": ["runs", "--out"],
-    "demo": ["--quick", "--out"],
+    # Every setting is an option of `irbm train` (the list is generated from irbm.settings).
+    "train": ["FAMILY", "DATASET", *(spec.flag for spec in SPECS.values() if not spec.positional),
+              "--out", "--device", "--force", "--config", "--data-dir", "--quiet"],
+    "evaluate": ["--chains", "--betas", "--base", "--data-dir", "--threads"],
+    "sample": ["--n", "--steps", "--init", "--z-max-init", "--threads"],
+    "plot": ["run", "--allow-stale", "--threads"],
+    "report": ["runs", "--out", "--allow-stale", "--threads"],
+    "demo": ["--quick", "--out", "--threads"],
 }
 
 
@@ -743,14 +766,38 @@ def test_config_file_sets_options_and_the_command_line_wins(tmp_path):
     assert read_checkpoint(run_dir / "checkpoint.safetensors")[1]["epoch"] == 3
 
 
+def test_every_setting_is_a_config_key_recorded_in_the_run(tmp_path):
+    """One source: a config file may set every option, and the run records every setting but
+    the system ones."""
+    values = {"n_hidden": 5, "beta": 1.2, "max_hidden": 40, "dtype": "float64", "epochs": 1,
+              "batch_size": 50, "lr": 0.02, "optimizer": "sgd", "l1": 1e-4, "l2": 1e-4,
+              "cd_k": 2, "pcd": False, "seed": 3, "random_permutation": True,
+              "train_size": 200, "valid_size": 40, "test_size": 40, "binarize": "threshold",
+              "eval_every": 1, "eval_chains": 5, "eval_betas": 20, "threads": 1}
+    assert set(values) == set(CONFIG_KEYS)
+    rows = tmp_path / "rows.npy"
+    np.save(rows, np.random.default_rng(0).random((300, 16)))
+    config = tmp_path / "all.toml"
+    config.write_text("".join(f"{key} = {json.dumps(value)}\n" for key, value in values.items()))
+    assert_ok(run_cli("train", "irbm", rows, "--out", tmp_path / "run", "--config", config,
+                      "--quiet"))
+    settings = json.loads((tmp_path / "run" / "config.json").read_text())["settings"]
+    assert settings == {**{k: v for k, v in values.items() if k != "threads"},
+                        "family": "irbm", "dataset": str(rows)}
+    assert irbm.load(tmp_path / "run" / "model.safetensors").dtype == torch.float64
+
+
 @pytest.mark.parametrize("text,fragment", [
     ('epochs = 1\nn-hidden = 4\n', "unknown keys"),
-    ('epochs = "2"\n', "epochs must be int"),
-    ('n_hidden = 4.5\n', "n_hidden must be int"),
-    ('pcd = "no"\n', "pcd must be bool"),
-    ('lr = true\n', "lr must be float"),
-    ('optimizer = "adam"\n', "optimizer must be one of"),
+    ('family = "rbm"\n', "unknown keys"),  # the positional arguments are not config keys
+    ('epochs = "2"\n', "epochs must be an integer >= 0, got '2'"),
+    ('n_hidden = 4.5\n', "n_hidden must be an integer >= 1"),
+    ('pcd = "no"\n', "pcd must be true or false"),
+    ('lr = true\n', "lr must be a finite number > 0"),
+    ('lr = nan\n', "lr must be a finite number > 0, got nan"),
+    ('optimizer = "adam"\n', "optimizer must be one of adagrad, sgd"),
     ('dtype = "int8"\n', "dtype must be one of"),
+    ('max_hidden = 5\n', "rbm does not take max_hidden"),
     ('epochs = [1\n', "not valid TOML"),
     (None, "config file not found"),
 ])
@@ -764,6 +811,19 @@ def test_bad_config_file_is_a_clean_error(tmp_path, text, fragment):
     assert snapshot(tmp_path) == before
 
 
+def test_threads_option_sets_torch_threads(pipeline):
+    run_dir = pipeline_run(pipeline, "digits-rbm")
+    for command in (["sample", run_dir, "--n", 2, "--steps", 2], ["report", run_dir]):
+        assert_ok(run_cli(*command[:1], *command[1:], "--threads", 2,
+                          *(["--out", run_dir.parent / "threads-report"]
+                            if command[0] == "report" else [])))
+        assert torch.get_num_threads() == 2
+        torch.set_num_threads(1)
+    assert_ok(run_cli("report", run_dir, "--out", run_dir.parent / "threads-report"))
+    assert torch.get_num_threads() == 1  # automatic: `irbm._threads.default_threads` (pinned)
+    assert_clean_error(run_cli("report", run_dir, "--threads", 0), "threads must be")
+
+
 # ---------------------------------------------------------------------------- demo
 def test_demo_quick_runs_end_to_end(tmp_path):
     out_dir = tmp_path / "demo"
@@ -773,23 +833,24 @@ def test_demo_quick_runs_end_to_end(tmp_path):
     assert_ok(result)
     print(f"irbm demo --quick: {seconds:.1f}s")
     run_dirs = [out_dir / family for family in ("rbm", "orbm", "irbm")]
-    rows = check_report(out_dir, run_dirs)
+    rows = check_report(out_dir / "report", run_dirs)
     assert [row["Model"] for row in rows] == ["RBM", "oRBM", "iRBM"]
+    train = torch.as_tensor(load_dataset("digits").train)
     for run_dir in run_dirs:
         family = run_dir.name
         assert {p.stem for p in (run_dir / "figures").glob("*.png")} == FIGURES[family]
         for path in (run_dir / "figures").glob("*.png"):
             assert_non_trivial_png(path)
-        record = json.loads((run_dir / "evaluation.json").read_text())
+        (record,) = evaluations(run_dir)
         assert record["dataset"] == "digits" and record["n_chains"] == 50
         # Real numbers: every model beats the uniform distribution's 64 ln 2 = 44.4 nats, and
         # ln Z agrees with a longer AIS run (2,000 temperatures, 100 other chains).
         assert 5 < record["nll"]["test"]["mean"] < 64 * math.log(2)
         reference = estimate_log_partition(irbm.load(run_dir / "model.safetensors"), 100, 2000,
-                                           seed=1, progress=False)
+                                           data=train, seed=1, progress=False)
         assert abs(record["log_z"] - reference.log_z) < 1.0, (record["log_z"], reference)
     assert "| RBM |" in result.out and "demo finished" in result.out
-    assert str(out_dir / "report.html") in result.out
+    assert str(out_dir / "report" / "report.html") in result.out
 
 
 def test_binarize_option_for_user_files(tmp_path, capsys):

@@ -469,6 +469,8 @@ def test_binarization_on_request(tmp_path):
     np.save(tmp_path / "grey.npy", probabilities * 255)
     with pytest.raises(ValueError, match=r"probabilities in \[0, 1\]"):
         load_user_data(tmp_path / "grey.npy", binarize="stochastic")
+    with pytest.raises(ValueError, match=r"binarize='threshold' needs values in \[0, 1\]"):
+        load_user_data(tmp_path / "grey.npy", binarize="threshold")
     with pytest.raises(ValueError, match="binarize must be one of"):
         load_user_data(tmp_path / "p.npy", binarize="round")
 

@@ -148,13 +148,17 @@ def _check_rows(x: np.ndarray, path: Path, name: str):
 
 
 def _binarize(splits, path, how, threshold, seed) -> list[np.ndarray]:
+    if how is not None:
+        # Both rules read values as intensities in [0, 1]; other values (0-255 pixels, z-scores)
+        # would be binarized silently wrong.
+        kind = "probabilities" if how == "stochastic" else "values"
+        for name, x in zip(SPLITS, splits):
+            if x.min() < 0 or x.max() > 1:
+                raise ValueError(f"{path}: binarize={how!r} needs {kind} in [0, 1], {name} "
+                                 f"spans [{x.min()}, {x.max()}] (divide by the maximum)")
     if how == "threshold":
         return [(x > threshold).astype(np.uint8) for x in splits]
     if how == "stochastic":
-        for name, x in zip(SPLITS, splits):
-            if x.min() < 0 or x.max() > 1:
-                raise ValueError(f"{path}: binarize='stochastic' needs probabilities in [0, 1], "
-                                 f"{name} spans [{x.min()}, {x.max()}] (divide by the maximum)")
         return binarize_stochastic(splits, 1.0, seed)
     for name, x in zip(SPLITS, splits):
         bad = x[(x != 0) & (x != 1)]

@@ -1,0 +1,318 @@
+"""Every setting of a training run, declared once.
+
+`Settings` is the single source of the `irbm train` options (the command line generates its
+arguments from the fields), of the keys a TOML config file may hold and their types, of the
+defaults, of validation, and of the record a run directory keeps (``config.json``). Each field's
+metadata holds its help text, its group (model, training, data, evaluation, system), its choices
+or range, and what resuming a run may do with it:
+
+- ``"free"``: may change (``epochs``; system settings such as ``threads`` are not recorded);
+- ``"force"``: a change needs ``force=True`` (``--force``);
+- ``"fixed"``: the model was built with it; a change needs a new run directory.
+
+The model options (``n_hidden``, ``beta``, ``max_hidden``) default to None, meaning "the
+family's own default" (`EnergyModel.options`); giving one the family does not take is an error.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import tomllib
+import typing
+from dataclasses import MISSING, dataclass, field, fields, replace
+from pathlib import Path
+
+import torch
+
+from .models import FAMILIES, family_class
+from .optim import OPTIMIZERS
+
+GROUPS = ("model", "training", "data", "evaluation", "system")
+DTYPES = ("float32", "float64")
+BINARIZATIONS = ("threshold", "stochastic")
+# Largest n_hidden probed at construction (the probe holds n_hidden x 1 values on the CPU).
+_LARGEST_PROBE = 2**20
+
+
+def _setting(help_text, group, default=MISSING, *, choices=None, minimum=None, above=None,
+             resume="force", positional=False, family_option=False):
+    """A dataclass field carrying what the command line, config files and validation need.
+
+    ``choices`` may be a callable (read when used: families can register after import);
+    ``minimum`` is inclusive, ``above`` exclusive; ``family_option`` marks constructor options
+    of the model families."""
+    metadata = {"help": help_text, "group": group, "choices": choices, "minimum": minimum,
+                "above": above, "resume": resume, "positional": positional,
+                "family_option": family_option}
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class SettingSpec:
+    """One field of `Settings`, with its type unpacked from the annotation.
+
+    Attributes
+    ----------
+    name : str
+        Field name, also the config-file key (``--name-with-dashes`` on the command line).
+    kind : type
+        int, float, bool or str; ``optional`` when None (unset) is allowed.
+    default : object
+        ``dataclasses.MISSING`` for the required (positional) ones.
+    help, group : str
+        Help text; one of `GROUPS`.
+    choices : tuple, callable returning one, or None
+    minimum, above : float or None
+        Inclusive and exclusive lower bounds.
+    resume : {"free", "force", "fixed"}
+        What resuming a run may do with it (module docstring).
+    positional, family_option : bool
+        A positional argument of `irbm train`; a constructor option of the model families.
+    """
+
+    name: str
+    kind: type
+    optional: bool
+    default: object
+    help: str
+    group: str
+    choices: object
+    minimum: float | None
+    above: float | None
+    resume: str
+    positional: bool
+    family_option: bool
+
+    @property
+    def flag(self) -> str:
+        """The command-line option, e.g. ``--n-hidden``."""
+        return "--" + self.name.replace("_", "-")
+
+    def allowed(self) -> tuple | None:
+        return tuple(self.choices()) if callable(self.choices) else self.choices
+
+    def rule(self) -> str:
+        """What a valid value is, in words."""
+        if self.allowed() is not None:
+            text = "one of " + ", ".join(map(str, self.allowed()))
+        elif self.kind is bool:
+            text = "true or false"
+        elif self.kind is int:
+            text = "an integer" + (f" >= {self.minimum}" if self.minimum is not None else "")
+        elif self.kind is float:
+            text = "a finite number" + (f" >= {self.minimum}" if self.minimum is not None else
+                                        f" > {self.above}" if self.above is not None else "")
+        else:
+            text = "a string"
+        return text + (" (or unset)" if self.optional else "")
+
+    def check(self, value):
+        """``value`` converted to the field's type; ValueError naming the rule otherwise."""
+        if value is None and self.optional:
+            return None
+        if self.kind is bool:
+            valid = isinstance(value, bool)
+        elif self.kind is int:
+            valid = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+        elif self.kind is float:
+            valid = (isinstance(value, numbers.Real) and not isinstance(value, bool)
+                     and math.isfinite(value))
+        else:
+            valid = isinstance(value, str)
+        valid = valid and (self.allowed() is None or value in self.allowed())
+        valid = valid and (self.minimum is None or value >= self.minimum)
+        valid = valid and (self.above is None or value > self.above)
+        if not valid:
+            raise ValueError(f"{self.name} must be {self.rule()}, got {value!r}")
+        return self.kind(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Everything that defines a training run (and the threads it runs on).
+
+    Constructing one validates every value (types, choices, ranges, options the family takes)
+    and runs the family's constructor on one visible unit, so an invalid ``beta`` or
+    ``max_hidden`` fails here, before any data is read. Use `dataclasses.replace` to change a
+    field (the result is validated again).
+    """
+
+    # ---------------------------------------------------------------- model
+    family: str = _setting("model family", "model", choices=lambda: sorted(FAMILIES),
+                           resume="fixed", positional=True)
+    n_hidden: int | None = _setting("hidden units (the iRBM's initial number)", "model", None,
+                                    minimum=1, resume="fixed", family_option=True)
+    beta: float | None = _setting("penalty scale of the ordered families", "model", None,
+                                  resume="fixed", family_option=True)
+    max_hidden: int | None = _setting("cap on the iRBM's growth", "model", None, minimum=1,
+                                      resume="fixed", family_option=True)
+    dtype: str = _setting("precision of the parameters", "model", "float32", choices=DTYPES,
+                          resume="fixed")
+    # ---------------------------------------------------------------- training
+    epochs: int = _setting("total epochs (raise it to train a run further)", "training", 100,
+                           minimum=0, resume="free")
+    batch_size: int = _setting("examples per update", "training", 64, minimum=1)
+    lr: float = _setting("learning rate", "training", 0.03, above=0)
+    optimizer: str = _setting("update rule", "training", "adagrad", choices=OPTIMIZERS)
+    l1: float = _setting("L1 factor on the hidden weights and biases", "training", 0.0,
+                         minimum=0)
+    l2: float = _setting("L2 factor on the hidden weights and biases", "training", 0.0,
+                         minimum=0)
+    cd_k: int = _setting("Gibbs steps per update", "training", 10, minimum=1)
+    pcd: bool = _setting("persistent chains (PCD-k); --no-pcd for CD-k", "training", True)
+    seed: int = _setting("seed of the initial parameters, the Gibbs chains and the minibatch "
+                         "order", "training", 1234, minimum=0)
+    random_permutation: bool = _setting(
+        "permute the hidden units before each update (Peng et al. 2018; families with z only)",
+        "training", False)
+    # ---------------------------------------------------------------- data
+    dataset: str = _setting("mnist, caltech101, digits (embedded), or a .npy/.npz/.csv file of "
+                            "0/1 rows", "data", positional=True)
+    train_size: int | None = _setting("use only the first N training rows", "data", None,
+                                      minimum=1)
+    valid_size: int | None = _setting("use only the first N validation rows", "data", None,
+                                      minimum=1)
+    test_size: int | None = _setting("use only the first N test rows", "data", None, minimum=1)
+    binarize: str | None = _setting(
+        "binarize a user data file with values in [0, 1]: threshold at 0.5, or the authors' "
+        "stochastic binarization (seed 42)", "data", None, choices=BINARIZATIONS)
+    # ---------------------------------------------------------------- evaluation
+    eval_every: int = _setting("AIS on the validation set every N epochs, keeping the best "
+                               "model (0: never)", "evaluation", 0, minimum=0)
+    eval_chains: int = _setting("AIS chains of --eval-every", "evaluation", 100, minimum=1)
+    eval_betas: int = _setting("AIS temperatures of --eval-every", "evaluation", 1000,
+                               minimum=2)
+    # ---------------------------------------------------------------- system
+    threads: int | None = _setting("CPU threads (default: the cores that are not busy)",
+                                   "system", None, minimum=1, resume="free")
+
+    def __post_init__(self):
+        for spec in SPECS.values():
+            # Frozen: normalized values (an int lr becomes a float) are set this way.
+            object.__setattr__(self, spec.name, spec.check(getattr(self, spec.name)))
+        cls = family_class(self.family)
+        options = cls.options()
+        foreign = [spec.name for spec in SPECS.values()
+                   if spec.family_option and getattr(self, spec.name) is not None
+                   and spec.name not in options]
+        if foreign:
+            raise ValueError(f"{self.family} does not take {', '.join(foreign)}; the options "
+                             f"of {self.family} are {', '.join(options) or 'none'}")
+        if self.random_permutation and not cls.has_z:
+            raise ValueError(f"random_permutation needs a family whose hidden units are ordered "
+                             f"(with z); {self.family} has none")
+        self._probe_family()
+
+    def _probe_family(self):
+        """Build the family with one visible unit so that its constructor validates its own
+        options (e.g. the iRBM's beta > 1) now, before any data is read. (The meta device
+        would allocate nothing but costs seconds of torch start-up on first use.)"""
+        options = self.model_options()
+        if (options.get("n_hidden") or 1) <= _LARGEST_PROBE:  # larger: checked when built
+            family_class(self.family)(1, **options, dtype=getattr(torch, self.dtype))
+
+    # ---------------------------------------------------------------- derived values
+    def model_options(self) -> dict:
+        """The family's constructor options, with the family's defaults for unset ones."""
+        options = family_class(self.family).options()
+        return {name: (getattr(self, name) if name in SPECS and getattr(self, name) is not None
+                       else default) for name, default in options.items()}
+
+    def resolved(self) -> "Settings":
+        """These settings with the family's defaults written in (what a run records)."""
+        return replace(self, **{name: value for name, value in self.model_options().items()
+                                if name in SPECS})
+
+    def model_config(self, n_visible: int) -> dict:
+        """What `irbm.models.build_model` takes."""
+        return {"family": self.family, "n_visible": n_visible, **self.model_options()}
+
+    def training_options(self) -> dict:
+        """Keyword arguments of `irbm.Trainer`."""
+        return {"cd_k": self.cd_k, "persistent": self.pcd, "batch_size": self.batch_size,
+                "optimizer": self.optimizer, "lr": self.lr, "l1": self.l1, "l2": self.l2,
+                "seed": self.seed}
+
+    def record(self) -> dict:
+        """The settings a run directory keeps: every group but "system"."""
+        return {name: getattr(self, name) for name, spec in SPECS.items()
+                if spec.group != "system"}
+
+    @classmethod
+    def from_mapping(cls, values: dict, source: str = "settings") -> "Settings":
+        """Settings from a dict of field names (a record, a config file plus the command line);
+        unknown keys are refused, missing ones take the defaults."""
+        unknown = sorted(set(values) - set(SPECS))
+        if unknown:
+            raise ValueError(f"unknown keys in {source}: {', '.join(unknown)}")
+        missing = [name for name, spec in SPECS.items()
+                   if spec.default is MISSING and name not in values]
+        if missing:
+            raise ValueError(f"{source} does not give {', '.join(missing)}")
+        return cls(**values)
+
+
+def _specs() -> dict[str, SettingSpec]:
+    hints = typing.get_type_hints(Settings)
+    specs = {}
+    for item in fields(Settings):
+        kinds = [k for k in typing.get_args(hints[item.name]) or (hints[item.name],)
+                 if k is not type(None)]
+        optional = type(None) in typing.get_args(hints[item.name])
+        specs[item.name] = SettingSpec(item.name, kinds[0], optional, item.default,
+                                       **item.metadata)
+    return specs
+
+
+SPECS: dict[str, SettingSpec] = _specs()
+# Keys a config file may hold: every option (the positional family and dataset are not).
+CONFIG_KEYS = tuple(name for name, spec in SPECS.items() if not spec.positional)
+
+
+def check_setting(name: str, value):
+    """One setting's value, checked and converted (e.g. ``--threads`` of any subcommand)."""
+    return SPECS[name].check(value)
+
+
+def read_config_file(path) -> dict:
+    """The values of a TOML config file (keys as the long options, with underscores), each
+    checked against its setting; ValueError naming the file otherwise."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"config file not found: {path}")
+    with open(path, "rb") as stream:
+        try:
+            values = tomllib.load(stream)
+        except tomllib.TOMLDecodeError as error:
+            raise ValueError(f"config file {path} is not valid TOML: {error}") from None
+    unknown = sorted(set(values) - set(CONFIG_KEYS))
+    if unknown:
+        raise ValueError(f"unknown keys in {path}: {', '.join(unknown)} (known: "
+                         f"{', '.join(CONFIG_KEYS)})")
+    try:
+        return {key: check_setting(key, value) for key, value in values.items()}
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
+
+
+def check_model_size(n_hidden: int, n_visible: int, dtype: str = "float32", device=None):
+    """ValueError when the (n_hidden, n_visible) weight matrix alone exceeds the memory of the
+    device (the host's physical memory for the CPU), before anything is allocated."""
+    needed = int(n_hidden) * int(n_visible) * getattr(torch, dtype).itemsize
+    available, where = _memory(device)
+    if needed > available:
+        raise ValueError(f"n_hidden {n_hidden:,} x n_visible {n_visible:,} {dtype} weights need "
+                         f"{needed / 2**30:,.1f} GiB, more than the {available / 2**30:,.1f} GiB "
+                         f"of {where}: lower --n-hidden")
+
+
+def _memory(device) -> tuple[float, str]:
+    device = torch.device(device or "cpu")
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory, f"memory on {device}"
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "memory on this machine"
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows): do not guess
+        return math.inf, "memory"

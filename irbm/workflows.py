@@ -1,0 +1,320 @@
+"""Train, evaluate, sample and plot run directories from Python: what the `irbm` subcommands
+and `irbm demo` call.
+
+Every function checks everything it can (settings, directory, data, model size, device) before
+it writes anything, and raises ValueError or OSError with a one-line reason. Messages go to
+``echo`` when one is given (the command line passes ``print``), else to `logging`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import checkpoint as ckpt
+from . import runs
+from ._io import atomic_write
+from .ais import estimate_log_partition
+from .datasets import ALIASES, LOADERS, load_dataset
+from .evaluate import nll
+from .models import build_model
+from .report import write_report
+from .sampling import sample
+from .settings import SPECS, Settings, check_model_size
+from .training import Callback, CheckpointEvery, Trainer
+
+logger = logging.getLogger(__name__)
+
+
+def check_device(device):
+    """Refuse a device torch does not know or cannot use here (e.g. cuda without a GPU)."""
+    if device is None:
+        return
+    try:
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError) as error:
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(f"device {device!r} is not usable here: {message}") from None
+
+
+def _is_named_dataset(name) -> bool:
+    key = str(name).strip().lower()
+    return ALIASES.get(key, key) in LOADERS
+
+
+def _dataset_key(name) -> str:
+    """A dataset name as given, or an existing file's absolute path (so that the run works from
+    any directory); anything else as given, for the loader's error message."""
+    path = Path(name).expanduser()
+    return str(path.resolve()) if not _is_named_dataset(name) and path.exists() else str(name)
+
+
+# ---------------------------------------------------------------------------- train
+def settings_for(out, given: dict) -> Settings:
+    """The settings of training into ``out``: the defaults, then the run's recorded settings
+    when ``out`` is a run to resume, then ``given`` (a config file's values updated by the
+    command line's).
+
+    A value that the run's model was built with cannot change: that is refused here, before
+    ``given`` is combined with settings of another family."""
+    resumable = runs.is_run(out) and (Path(out) / ckpt.TRAINER_FILE).exists()
+    recorded = runs.read_settings(out).record() if resumable else {}
+    _refuse_fixed_changes(out, recorded, given)
+    return Settings.from_mapping({**recorded, **given}, source="the settings")
+
+
+def _refuse_fixed_changes(out, recorded: dict, new: dict):
+    fixed = [name for name, value in new.items() if name in recorded
+             and SPECS[name].resume == "fixed" and recorded[name] != value]
+    if fixed:
+        built = ", ".join(f"{name} {recorded[name]}" for name in fixed)
+        raise ValueError(f"{out} holds a model built with {built}; it cannot be changed on "
+                         "resume (use a new --out)")
+
+
+def _check_output(out: Path, force: bool) -> bool:
+    """Whether training into ``out`` resumes a run; refuse what must not be touched."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a run directory")
+    if not out.exists():
+        return False
+    if not runs.is_run(out):
+        if any(out.iterdir()) and not force:
+            raise ValueError(f"{out} is not empty and not an irbm run directory (no "
+                             f"{runs.MARKER_FILE}); refusing to write into it: choose a new "
+                             "--out, or pass --force")
+        return False
+    if (out / ckpt.TRAINER_FILE).exists():
+        return True
+    results = [name for name in runs.RESULT_FILES if (out / name).exists()]
+    if results:
+        raise ValueError(f"{out} holds {', '.join(results)} but no {ckpt.TRAINER_FILE}: the run "
+                         "cannot be resumed and is not restarted over its results (restore "
+                         "the checkpoint, or train into a new --out)")
+    return False  # created but stopped before its first checkpoint: start it again
+
+
+class _RecordSettings(Callback):
+    """Rewrite config.json with the resumed run's settings once its first epoch succeeded, so
+    a run that fails at once is left as it was."""
+
+    def __init__(self, path, record):
+        self.path, self.record = path, record
+
+    def on_epoch_end(self, trainer, metrics):
+        if self.record is not None:
+            runs.write_json(self.path, self.record)
+            self.record = None
+
+
+def train_run(settings: Settings, out, *, data_dir=None, device=None, force=False, echo=None,
+              epoch_lines: bool = True) -> Trainer:
+    """Train a run directory ``out`` with ``settings``, or resume it when it is a run.
+
+    Parameters
+    ----------
+    settings : Settings
+        On resume, they must equal the recorded ones (`runs.read_settings`) except ``epochs``
+        and ``threads``; other changes need ``force``, and the model's cannot change.
+    out : path
+        A new or empty directory, or a run to resume. A non-empty directory that is not a run
+        is refused unless ``force``; a run with results but no checkpoint is refused.
+    data_dir : path, optional
+        Where the dataset files are (see `irbm.datasets.load_dataset`).
+    device : str, optional
+    force : bool
+    echo : callable, optional
+        Receives the messages (default: the module's logger).
+    epoch_lines : bool
+        Also send one line per epoch to ``echo``.
+
+    Returns
+    -------
+    Trainer
+        After training; raises `runs.TrainingDiverged` at the first non-finite epoch.
+    """
+    say = echo or logger.info
+    check_device(device)
+    if settings.threads is not None:
+        torch.set_num_threads(settings.threads)
+    out = Path(out)
+    resuming = _check_output(out, force)
+    settings = replace(settings, dataset=_dataset_key(settings.dataset)).resolved()
+    if resuming:
+        _check_resumed_settings(out, settings, force)
+    dataset = _load_training_data(settings, data_dir)
+    record = {"settings": settings.record(),
+              "dataset": {"name": dataset.name, "n_visible": dataset.n_visible,
+                          "image_shape": list(dataset.image_shape),
+                          "pixel_order": dataset.pixel_order}}
+    if resuming:
+        n_visible = runs.read_json(out / runs.CONFIG_FILE)["dataset"]["n_visible"]
+        if n_visible != dataset.n_visible:
+            raise ValueError(f"{settings.dataset} has {dataset.n_visible} values per row; the "
+                             f"model in {out} has {n_visible} visible units")
+        trainer = Trainer.from_checkpoint(out, device=device, progress=False, force=force,
+                                          **settings.training_options())
+        message = (f"resuming {out} at epoch {trainer.epoch} "
+                   f"({trainer.model.n_hidden} hidden units)")
+    else:
+        trainer = _new_trainer(settings, dataset.n_visible, device)
+        message = f"training a {settings.family} on {dataset!r} into {out}"
+    # Everything is checked: from here on, files are written.
+    runs.check_writable(out)
+    if not resuming:
+        runs.create_run(out, record)
+    say(message)
+    train = torch.as_tensor(dataset.train)
+    valid = torch.as_tensor(dataset.valid) if len(dataset.valid) else None
+    trainer.fit(train, settings.epochs, valid=valid,
+                callbacks=_callbacks(settings, out, train, valid, record if resuming else None,
+                                     say if epoch_lines else None))
+    say(f"done: epoch {trainer.epoch}, {trainer.model.n_hidden} hidden units; model in "
+        f"{out / ckpt.MODEL_FILE}")
+    return trainer
+
+
+def _check_resumed_settings(out: Path, settings: Settings, force: bool):
+    """Settings may differ from the run's recorded ones only where their policy allows."""
+    recorded = runs.read_settings(out).record()
+    _refuse_fixed_changes(out, recorded, settings.record())
+    changed = {name: (old, new) for name, old in recorded.items()
+               if SPECS[name].resume == "force" and (new := getattr(settings, name)) != old}
+    if changed and not force:
+        details = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in changed.items())
+        raise ValueError(f"refusing to resume {out} with different settings ({details}); "
+                         "pass --force to override")
+
+
+def _load_training_data(settings: Settings, data_dir):
+    if settings.binarize is not None and _is_named_dataset(settings.dataset):
+        raise ValueError(f"--binarize applies to your own data files; {settings.dataset} is "
+                         "binary already")
+    binarize = {} if settings.binarize is None else {"binarize": settings.binarize}
+    return load_dataset(settings.dataset, data_dir=data_dir, **binarize).subset(
+        settings.train_size, settings.valid_size, settings.test_size)
+
+
+def _new_trainer(settings: Settings, n_visible: int, device) -> Trainer:
+    """A trainer of a new model, whose size is checked against the memory first."""
+    check_model_size(settings.n_hidden or 1, n_visible, settings.dtype, device)
+    model = build_model(settings.model_config(n_visible), dtype=getattr(torch, settings.dtype),
+                        device=device)
+    model.reset_parameters(torch.Generator().manual_seed(settings.seed))
+    return Trainer(model, device=device, progress=False, **settings.training_options())
+
+
+def _callbacks(settings, out, train, valid, record, echo) -> list:
+    """In this order: the finiteness check stops a bad epoch before anything saves it."""
+    callbacks = [runs.StopOnNonFinite()]
+    if settings.random_permutation:
+        from .strategies import RandomPermutation
+        callbacks.insert(0, RandomPermutation())
+    if settings.eval_every and valid is not None:
+        callbacks.append(runs.ValidateWithAIS(
+            out, valid, settings.eval_every, base_data=train, n_chains=settings.eval_chains,
+            n_betas=settings.eval_betas, echo=echo))
+    if record is not None:
+        callbacks.append(_RecordSettings(out / runs.CONFIG_FILE, record))
+    return callbacks + [runs.HistoryWriter(out, settings.epochs, echo), CheckpointEvery(out)]
+
+
+# ---------------------------------------------------------------------------- evaluate
+def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, seed=0, which="best",
+                 data_dir=None, device=None, progress=True, echo=None) -> dict:
+    """AIS estimate of log Z for the run's model and its NLL on every split, appended to the
+    run's ``evaluation.json``; returns the new record.
+
+    ``base`` None takes the family's default AIS base, with the training set for the data's
+    base rate; ``which="latest"`` evaluates the latest model rather than the best.
+    """
+    say = echo or logger.info
+    check_device(device)
+    run_dir = runs.require_run(run_dir)
+    dataset = runs.load_run_dataset(run_dir, data_dir)
+    runs.check_writable(run_dir)
+    partial = run_dir / runs.AIS_PARTIAL_FILE
+    runs.check_ais_partial(partial)
+    model, source = runs.run_model(run_dir, which=which, device=device)
+    hint = (" (no best model: train with --eval-every N for model selection)"
+            if which == "best" and source.file != runs.BEST_FILE else "")
+    say(f"AIS on {run_dir / source.file} (epoch {source.epoch}, {n_chains} chains){hint}")
+    result = estimate_log_partition(model, n_chains, n_betas, base=base,
+                                    data=torch.as_tensor(dataset.train), seed=seed,
+                                    progress=progress, checkpoint_path=partial)
+    record = {
+        **source.as_record(), "which": which, "family": model.family,
+        "display_name": model.display_name, "n_hidden": model.n_hidden, "dataset": dataset.name,
+        "log_z": result.log_z, "log_z_low": result.log_z_low, "log_z_high": result.log_z_high,
+        "n_chains": result.n_chains, "n_betas": result.n_betas, "base": result.base,
+        "seed": seed, "ais_seconds": result.seconds, "nll": {},
+    }
+    for split in ("train", "valid", "test"):
+        values = getattr(dataset, split)
+        if values is not None and len(values):
+            mean, stderr = nll(model, torch.as_tensor(values), result.log_z)
+            record["nll"][split] = {"mean": mean, "stderr": stderr, "n": int(len(values))}
+            say(f"  {split:5} NLL = {mean:.3f} +/- {stderr:.3f}  ({len(values)} examples)")
+    with atomic_write(run_dir / runs.AIS_WEIGHTS_FILE) as stream:
+        np.save(stream, result.log_weights.numpy())
+    runs.append_evaluation(run_dir, record)
+    partial.unlink(missing_ok=True)
+    return record
+
+
+# ---------------------------------------------------------------------------- sample, plot
+def sample_run(run_dir, *, n_samples=16, n_steps=10000, init="random", z_max_init=False,
+               seed=0, data_dir=None, device=None, progress=True) -> tuple[Path, Path]:
+    """Gibbs chains from the run's model: ``samples.npz`` (binary samples, P(v|h) of the last
+    step, and the model's epoch and digest) and ``figures/samples.png``; returns both paths."""
+    from .plotting import plot_samples
+    check_device(device)
+    run_dir = runs.require_run(run_dir)
+    dataset = runs.load_run_dataset(run_dir, data_dir)
+    figures = runs.check_writable(run_dir / "figures")
+    model, source = runs.run_model(run_dir, device=device)
+    generator = torch.Generator(device=model.device).manual_seed(seed)
+    start = time.perf_counter()
+    result = sample(model, n_samples, n_steps, init=init,
+                    data=torch.as_tensor(dataset.test) if init == "data" else None,
+                    z_max_init=z_max_init, generator=generator, progress=progress)
+    probabilities = result.probabilities.cpu().numpy()
+    runs.save_npz(run_dir / runs.SAMPLES_FILE, {
+        "samples": result.samples.cpu().numpy().astype(np.uint8),
+        "probabilities": probabilities, "model_file": np.array(source.file),
+        "epoch": np.array(-1 if source.epoch is None else source.epoch),
+        "model_sha256": np.array(source.sha256)})
+    plot_samples(probabilities, dataset.image_shape, figures / "samples.png",
+                 order=dataset.pixel_order,
+                 title=f"{model.display_name}: {n_steps} Gibbs steps from {init}")
+    logger.info("%d samples in %.1fs", n_samples, time.perf_counter() - start)
+    return run_dir / runs.SAMPLES_FILE, figures / "samples.png"
+
+
+def plot_run(run_dir, *, data_dir=None, device=None, allow_stale=False, echo=None) -> list[Path]:
+    """Draw every figure of the run (`irbm.plotting.figures_for_run`) and return the paths.
+
+    Samples or AIS weights computed from another model than the run's current one are refused
+    unless ``allow_stale`` (then each is reported to ``echo``)."""
+    say = echo or logger.warning
+    check_device(device)
+    run_dir = runs.require_run(run_dir)
+    dataset = runs.load_run_dataset(run_dir, data_dir)
+    problems = runs.stale_inputs(run_dir)
+    if problems and not allow_stale:
+        raise ValueError(f"{problems[0]}; or pass --allow-stale to plot it anyway")
+    for problem in problems:
+        say(f"note: {problem}")
+    from .plotting import figures_for_run
+    return figures_for_run(run_dir, dataset, device=device)
+
+
+def report_runs(run_dirs, out_dir=None, *, allow_stale=False) -> tuple[Path, Path]:
+    """`irbm.report.write_report`: report.md and report.html for evaluated runs."""
+    return write_report(run_dirs, out_dir, allow_stale=allow_stale)
+

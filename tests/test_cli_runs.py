@@ -1,0 +1,232 @@
+"""Run directories you can trust, through the command line.
+
+A run is a directory with the ``irbm-run.json`` marker; training refuses to write into anything
+else that holds files, to restart a run over its results, or to save a diverged epoch; reports
+and plots refuse (or, when asked, mark) results computed from another model than the run's
+current one. Every refusal is one line on stderr, exit status 2, and leaves every file on disk
+byte-identical (`snapshot`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from _cli_helpers import (assert_clean_error, assert_ok, numbers, parse_markdown_table, run_cli,
+                          snapshot)
+
+TINY = ["--n-hidden", 8, "--epochs", 1, "--cd-k", 1, "--quiet", "--train-size", 200,
+        "--valid-size", 50, "--test-size", 50]
+EVALUATE = ["--chains", 10, "--betas", 50]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(monkeypatch):
+    monkeypatch.setattr("irbm._threads.default_threads", lambda *args, **kwargs: 1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def evaluated_run(tmp_path_factory) -> Path:
+    """An RBM trained one epoch on the digits, evaluated and sampled; tests work on copies."""
+    run_dir = tmp_path_factory.mktemp("evaluated") / "run"
+    assert_ok(run_cli("train", "rbm", "digits", "--out", run_dir, *TINY))
+    assert_ok(run_cli("evaluate", run_dir, *EVALUATE))
+    assert_ok(run_cli("sample", run_dir, "--n", 4, "--steps", 5))
+    return run_dir
+
+
+@pytest.fixture
+def run_dir(evaluated_run, tmp_path) -> Path:
+    copy = tmp_path / "run"
+    shutil.copytree(evaluated_run, copy)
+    return copy
+
+
+def evaluations(run_dir) -> list[dict]:
+    return json.loads((Path(run_dir) / "evaluation.json").read_text())["evaluations"]
+
+
+def refused(where, *args_and_fragments) -> str:
+    """Run ``irbm ARGS``: a clean error holding the fragments, nothing changed under ``where``."""
+    args, fragments = args_and_fragments
+    before = snapshot(where)
+    line = assert_clean_error(run_cli(*args), *fragments)
+    assert snapshot(where) == before
+    return line
+
+
+# ---------------------------------------------------------------------------- training output
+def test_train_refuses_a_non_empty_directory_that_is_not_a_run(tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("my notes")
+    refused(tmp_path, ["train", "rbm", "digits", "--out", out, *TINY],
+            ["not empty and not an irbm run directory", "irbm-run.json", "--force"])
+    # --force writes a run into it, leaving the other file alone.
+    assert_ok(run_cli("train", "rbm", "digits", "--out", out, *TINY, "--force"))
+    assert (out / "irbm-run.json").is_file() and (out / "notes.txt").read_text() == "my notes"
+
+
+def test_train_into_an_empty_directory_is_allowed(tmp_path):
+    (tmp_path / "empty").mkdir()
+    assert_ok(run_cli("train", "rbm", "digits", "--out", tmp_path / "empty", *TINY))
+
+
+def test_train_refuses_out_that_is_a_file(tmp_path):
+    (tmp_path / "run").write_text("a file")
+    refused(tmp_path, ["train", "rbm", "digits", "--out", tmp_path / "run", *TINY],
+            ["--out", "is a file"])
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_a_run_with_results_but_no_checkpoint_is_refused_not_restarted(run_dir, force):
+    (run_dir / "checkpoint.safetensors").unlink()
+    refused(run_dir.parent, ["train", "rbm", "digits", "--out", run_dir, *TINY, "--epochs", 2,
+                             *force],
+            ["no checkpoint.safetensors", "cannot be resumed", "model.safetensors",
+             "evaluation.json"])
+
+
+def test_a_run_stopped_before_its_first_checkpoint_starts_again(tmp_path):
+    out = tmp_path / "run"
+    # Diverges at once: the run directory exists, with no checkpoint and no results.
+    line = assert_clean_error(run_cli("train", "rbm", "digits", "--out", out, *TINY,
+                                      "--lr", 1e38), "diverged at epoch 1")
+    assert "no checkpoint was written" in line
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "irbm-run.json"]
+    result = run_cli("train", "rbm", "digits", "--out", out, *TINY)
+    assert_ok(result)
+    assert "training a rbm" in result.out and "done: epoch 1" in result.out
+
+
+def test_a_marker_of_another_format_version_is_refused(run_dir):
+    (run_dir / "irbm-run.json").write_text(json.dumps({"format": "irbm-run", "version": 99}))
+    for args in (["train", "rbm", "digits", "--out", run_dir, *TINY, "--epochs", 2],
+                 ["evaluate", run_dir, *EVALUATE], ["report", run_dir, "--out",
+                                                     run_dir.parent / "report"]):
+        refused(run_dir.parent, args, ["format version 99", "reads version 1"])
+
+
+def test_training_stops_at_the_first_non_finite_epoch_keeping_the_last_checkpoint(run_dir):
+    line = refused(run_dir.parent, ["train", "rbm", "digits", "--out", run_dir, *TINY,
+                                    "--epochs", 3, "--lr", 1e38, "--force"],
+                   ["training diverged at epoch 2", "the checkpoint of epoch 1 is kept",
+                    "--lr"])
+    assert re.search(r"(parameter \w+ has non-finite values|\w+ is (nan|-?inf));", line)
+    # The run resumes from its last good epoch.
+    result = run_cli("train", "rbm", "digits", "--out", run_dir, *TINY, "--epochs", 2)
+    assert_ok(result)
+    assert "resuming" in result.out and "at epoch 1" in result.out
+
+
+# ---------------------------------------------------------------------------- inputs
+def test_binarize_threshold_refuses_values_outside_the_unit_interval(tmp_path):
+    np.save(tmp_path / "intensities.npy", np.random.default_rng(0).integers(0, 256, (60, 16)))
+    refused(tmp_path, ["train", "rbm", tmp_path / "intensities.npy", "--out", tmp_path / "run",
+                       "--binarize", "threshold", "--quiet"],
+            ["binarize='threshold' needs values in [0, 1]", "spans [0"])
+
+
+def test_a_huge_n_hidden_is_refused_before_allocating(tmp_path):
+    refused(tmp_path, ["train", "rbm", "digits", "--out", tmp_path / "run", "--n-hidden",
+                       10**9, "--quiet"],
+            ["n_hidden 1,000,000,000 x n_visible 64 float32 weights need", "GiB",
+             "--n-hidden"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_cuda_without_cuda_is_a_clean_error(run_dir):
+    for args in (["train", "rbm", "digits", "--out", run_dir.parent / "new", *TINY],
+                 ["evaluate", run_dir, *EVALUATE], ["sample", run_dir]):
+        refused(run_dir.parent, [*args, "--device", "cuda"], ["device 'cuda' is not usable"])
+
+
+@pytest.mark.parametrize("content", [os.urandom(300), b"PK\x03\x04" + os.urandom(300), b""])
+def test_a_corrupt_partial_ais_run_is_a_clean_error(run_dir, content):
+    (run_dir / "ais_partial.npz").write_bytes(content)
+    refused(run_dir.parent, ["evaluate", run_dir, *EVALUATE],
+            ["ais_partial.npz", "corrupt", "delete it"])
+
+
+# ---------------------------------------------------------------------------- results
+def test_reevaluating_appends_and_the_report_shows_the_latest_matching(run_dir, tmp_path):
+    assert_ok(run_cli("evaluate", run_dir, *EVALUATE, "--seed", 1))
+    first, second = evaluations(run_dir)
+    assert first["seed"] == 0 and second["seed"] == 1
+    assert first["model_sha256"] == second["model_sha256"] and first["epoch"] == 1
+    # A later record of another model does not hide the latest one of this model.
+    other = {**second, "log_z": 123.0, "epoch": 7, "model_sha256": "0" * 64}
+    payload = {"evaluations": [first, second, other]}
+    (run_dir / "evaluation.json").write_text(json.dumps(payload))
+    assert_ok(run_cli("report", run_dir, "--out", tmp_path / "report"))
+    (row,) = parse_markdown_table((tmp_path / "report" / "report.md").read_text())
+    assert numbers(row["ln Z-hat"]) == [round(second["log_z"], 2)]
+    assert "Note" not in row
+
+
+def test_report_and_plot_refuse_results_of_an_earlier_model(run_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert_ok(run_cli("train", "rbm", "digits", "--out", run_dir, *TINY, "--epochs", 2))
+    refused(tmp_path, ["report", run_dir],
+            ["evaluation.json is stale: evaluated at epoch 1", "model is now at epoch 2",
+             "irbm evaluate", "--allow-stale"])
+    refused(tmp_path, ["plot", run_dir],
+            ["samples.npz is stale: drawn at epoch 1", "irbm sample", "--allow-stale"])
+    # Asked to, the report shows it, marked.
+    assert_ok(run_cli("report", run_dir, "--allow-stale"))
+    (row,) = parse_markdown_table((tmp_path / "report" / "report.md").read_text())
+    assert row["Note"] == "stale: evaluated at epoch 1"
+    assert "stale: evaluated at epoch 1" in (tmp_path / "report" / "report.html").read_text()
+    # Evaluated and sampled again, they are current.
+    assert_ok(run_cli("evaluate", run_dir, *EVALUATE))
+    assert [record["epoch"] for record in evaluations(run_dir)] == [1, 2]
+    assert_ok(run_cli("report", run_dir))
+    (row,) = parse_markdown_table((tmp_path / "report" / "report.md").read_text())
+    assert "Note" not in row
+    assert numbers(row["ln Z-hat"]) == [round(evaluations(run_dir)[-1]["log_z"], 2)]
+    refused(tmp_path, ["plot", run_dir], ["samples.npz is stale"])
+    assert_ok(run_cli("sample", run_dir, "--n", 4, "--steps", 5))
+    assert_ok(run_cli("plot", run_dir))
+
+
+def test_report_goes_to_report_in_the_current_directory(run_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("report", run_dir)
+    assert_ok(result)
+    assert (tmp_path / "report" / "report.md").is_file()
+    assert (tmp_path / "report" / "irbm-report.json").is_file()
+    assert not (run_dir / "report.md").exists() and not (tmp_path / "report.md").exists()
+
+
+@pytest.mark.parametrize("how", ["foreign_directory", "file", "explicit_run_directory"])
+def test_report_refuses_to_overwrite_what_is_not_a_report(run_dir, tmp_path, monkeypatch, how):
+    monkeypatch.chdir(tmp_path)
+    out = []
+    if how == "foreign_directory":
+        (tmp_path / "report").mkdir()
+        (tmp_path / "report" / "report.md").write_text("my own report")
+        fragments = ["not empty and not an irbm report directory", "--out"]
+    elif how == "file":
+        (tmp_path / "report").write_text("a file")
+        fragments = ["is a file"]
+    else:
+        out = ["--out", run_dir]
+        fragments = ["not an irbm report directory"]
+    refused(tmp_path, ["report", run_dir, *out], fragments)
+
+
+def test_unreadable_samples_are_a_clean_error_for_plot(run_dir):
+    (run_dir / "samples.npz").write_bytes(os.urandom(200))
+    refused(run_dir.parent, ["plot", run_dir, "--allow-stale"],
+            ["samples.npz is unreadable", "irbm sample"])
