@@ -47,20 +47,34 @@ def model_digest(model) -> str:
     return hasher.hexdigest()[:16]
 
 
+def describe(record: dict) -> tuple[str, str, dict]:
+    """(family, dataset, settings) of a run's config.json (this version's layout, or the first
+    version's, where family and dataset sat beside the settings)."""
+    settings = dict(record.get("settings", {}))
+    family = settings.pop("family", record.get("family"))
+    dataset = settings.pop("dataset", record.get("dataset"))
+    if isinstance(dataset, dict):
+        dataset = dataset.get("name")
+    return family, dataset, settings
+
+
+SKIPPED = {"eval_every", "eval_chains", "eval_betas", "train_size", "valid_size", "test_size",
+           "binarize", "max_hidden", "dtype"}
+
+
 def command_of(record: dict) -> str:
     """The `irbm train` command that the recorded settings correspond to."""
-    settings = record.get("settings", {})
-    parts = ["irbm train", record["family"], record.get("dataset", "?")]
-    for key in ("n_hidden", "lr", "optimizer", "l1", "l2", "beta", "batch_size", "cd_k",
-                "seed", "epochs"):
-        if key in settings and settings[key] is not None:
-            if key == "n_hidden" and record["family"] == "irbm" and settings[key] == 1:
-                continue
-            if key == "beta" and record["family"] == "rbm":
-                continue
-            parts.append(f"--{key.replace('_', '-')} {settings[key]}")
-    if settings.get("random_permutation"):
-        parts.append("--random-permutation")
+    family, dataset, settings = describe(record)
+    parts = ["irbm train", family, dataset]
+    for key, value in settings.items():
+        if key in SKIPPED or value is None or (key == "beta" and family == "rbm"):
+            continue
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):  # flags: pcd is on by default, the others off
+            if value != (key == "pcd"):
+                parts.append(flag if value else "--no-" + key.replace("_", "-"))
+        else:
+            parts.append(f"{flag} {value}")
     return " ".join(parts)
 
 
@@ -102,11 +116,11 @@ def row_for(run_dir: Path, dataset, budget: dict) -> dict:
     history = json.loads((run_dir / "history.json").read_text())
     epochs = history["history"][-1]["epoch"] if history["history"] else 0
     evaluation = evaluate_run(run_dir, dataset, budget)
-    family = config["family"]
+    family, _, settings = describe(config)
     size_key = "learned" if family == "irbm" else evaluation["n_hidden"]
     paper = PAPER.get(dataset.name, {}).get((family, size_key))
     return {"run": str(run_dir), "family": family, "command": command_of(config),
-            "settings": config.get("settings", {}), "epochs": epochs,
+            "settings": settings, "epochs": epochs,
             "paper_epochs": paper[2] if paper else None,
             "seconds": sum(entry.get("seconds", 0.0) for entry in history["history"]),
             "n_hidden": evaluation["n_hidden"], "evaluation": evaluation,
