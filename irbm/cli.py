@@ -105,6 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--latest", action="store_true", help="evaluate the latest model "
                           "rather than the best")
     evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument("--raise", dest="raise_rows", nargs="?", type=int, const=0,
+                          default=None, metavar="ROWS",
+                          help="also RAISE's conservative test NLL (an upper bound in "
+                          "expectation), on the first ROWS test rows (default: all)")
     _system_options(evaluate)
 
     sample = commands_parser.add_parser(

@@ -14,7 +14,8 @@ from . import runs
 from ._io import atomic_write
 from .models import FAMILIES
 
-COLUMNS = ("Model", "Size", "ln Z-hat", "ln(Z-hat -/+ 3 sigma)", "Avg. test NLL")
+COLUMNS = ("Model", "Size", "Epoch", "Settings", "ln Z-hat", "ln(Z-hat -/+ 3 sigma)",
+           "AIS (base, chains x temperatures, ESS)", "Avg. test NLL", "RAISE test NLL")
 NOTE = "Note"  # a column shown only when a row is stale
 MARKER_FILE = "irbm-report.json"
 REPORT_FORMAT, REPORT_VERSION = "irbm-report", 1
@@ -40,10 +41,23 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
                          f"{run_dir}` again, or pass --allow-stale to report it marked stale")
     split = "test" if "test" in record["nll"] else next(iter(record["nll"]), None)
     nll = record["nll"].get(split) if split else None
+    settings = runs.read_settings(run_dir)
+    ess = record.get("effective_sample_size")
+    ais = f"{record.get('base')}, {record.get('n_chains')} x {record.get('n_betas')}" + (
+        f", ESS {ess:.0f}" if ess is not None else "")
+    if record.get("warnings"):
+        ais += " (unreliable: " + " ".join(record["warnings"]) + ")"
+    upper = record.get("raise")
     return {
         "run": str(run_dir), "dataset": record.get("dataset", ""),
         "Model": _model_name(record),
         "Size": str(record["n_hidden"]),
+        "Epoch": f"{record.get('epoch')} ({record.get('which', 'latest')})",
+        "Settings": f"{settings.optimizer} lr {settings.lr}, L1 {settings.l1}, L2 {settings.l2}"
+                    + (", random permutation" if settings.random_permutation else ""),
+        "AIS (base, chains x temperatures, ESS)": ais,
+        "RAISE test NLL": ("-" if upper is None else f"{_number(upper['mean'])} +/- "
+                           f"{_number(upper['stderr'])} ({upper['n_rows']} rows)"),
         "ln Z-hat": _number(record["log_z"]),
         "ln(Z-hat -/+ 3 sigma)": f"[{_number(record['log_z_low'])}, "
                                   f"{_number(record['log_z_high'])}]",

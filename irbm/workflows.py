@@ -21,7 +21,7 @@ from . import runs
 from ._io import atomic_write
 from .ais import estimate_log_partition
 from .datasets import ALIASES, LOADERS, load_dataset
-from .evaluate import nll
+from .evaluate import nll, raise_nll
 from .models import build_model
 from .report import write_report
 from .sampling import sample
@@ -226,12 +226,15 @@ def _callbacks(settings, out, train, valid, record, echo) -> list:
 
 # ---------------------------------------------------------------------------- evaluate
 def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, seed=0, which="best",
-                 data_dir=None, device=None, progress=True, echo=None) -> dict:
-    """AIS estimate of log Z for the run's model and its NLL on every split, appended to the
-    run's ``evaluation.json``; returns the new record.
+                 raise_rows=None, data_dir=None, device=None, progress=True,
+                 echo=None) -> dict:
+    """AIS estimate of log Z for the run's model and its NLL on every split, with the AIS
+    diagnostics, appended to the run's ``evaluation.json``; returns the new record.
 
     ``base`` None takes the family's default AIS base, with the training set for the data's
     base rate; ``which="latest"`` evaluates the latest model rather than the best.
+    ``raise_rows``: also RAISE's conservative test NLL (same temperatures) on the first
+    ``raise_rows`` test rows (0: all of them; None: no RAISE).
     """
     say = echo or logger.info
     check_device(device)
@@ -253,13 +256,26 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, seed=0, whi
         "log_z": result.log_z, "log_z_low": result.log_z_low, "log_z_high": result.log_z_high,
         "n_chains": result.n_chains, "n_betas": result.n_betas, "base": result.base,
         "seed": seed, "ais_seconds": result.seconds, "nll": {},
+        "effective_sample_size": result.effective_sample_size,
+        "top_chain_share": result.top_chain_share, "warnings": result.reliability_warnings(),
     }
+    say(f"  effective sample size {result.effective_sample_size:.1f} of {result.n_chains} "
+        f"chains ({result.base} base)")
+    for warning in record["warnings"]:
+        say(f"  warning: {warning}")
     for split in ("train", "valid", "test"):
         values = getattr(dataset, split)
         if values is not None and len(values):
             mean, stderr = nll(model, torch.as_tensor(values), result.log_z)
             record["nll"][split] = {"mean": mean, "stderr": stderr, "n": int(len(values))}
             say(f"  {split:5} NLL = {mean:.3f} +/- {stderr:.3f}  ({len(values)} examples)")
+    if raise_rows is not None and dataset.test is not None and len(dataset.test):
+        rows = torch.as_tensor(dataset.test[: raise_rows or len(dataset.test)])
+        upper = raise_nll(model, rows, n_betas=n_betas, seed=seed, base=base,
+                          base_data=torch.as_tensor(dataset.train), progress=progress)
+        record["raise"] = upper.summary()
+        say(f"  test  NLL = {upper.mean:.3f} +/- {upper.stderr:.3f} by RAISE, conservative ({len(rows)} "
+            f"examples; AIS on the same rows: {nll(model, rows, result.log_z)[0]:.3f})")
     with atomic_write(run_dir / runs.AIS_WEIGHTS_FILE) as stream:
         np.save(stream, result.log_weights.numpy())
     runs.append_evaluation(run_dir, record)

@@ -398,8 +398,9 @@ def check_report(out_dir, run_dirs):
     """report.md's table and report.html match the runs' evaluation.json; the page is
     self-contained."""
     rows = parse_markdown_table((out_dir / "report.md").read_text())
-    assert list(rows[0]) == ["Model", "Size", "ln Z-hat", "ln(Z-hat -/+ 3 sigma)",
-                             "Avg. test NLL"]
+    assert list(rows[0]) == ["Model", "Size", "Epoch", "Settings", "ln Z-hat",
+                             "ln(Z-hat -/+ 3 sigma)", "AIS (base, chains x temperatures, ESS)",
+                             "Avg. test NLL", "RAISE test NLL"]
     assert len(rows) == len(run_dirs)
     for row, run_dir in zip(rows, run_dirs):
         record = evaluations(run_dir)[-1]
@@ -412,6 +413,10 @@ def check_report(out_dir, run_dirs):
         for column, values in expected.items():
             assert numbers(row[column]) == [round(v, 2) for v in values], (column, row)
         assert row["ln Z-hat"] == f"{record['log_z']:.2f}"
+        assert row["Epoch"].startswith(f"{record['epoch']} (")
+        assert row["AIS (base, chains x temperatures, ESS)"].startswith(
+            f"{record['base']}, {record['n_chains']} x {record['n_betas']}, ESS "
+            f"{record['effective_sample_size']:.0f}")
 
     page = (out_dir / "report.html").read_text()
     for row in rows:

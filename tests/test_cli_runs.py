@@ -10,6 +10,7 @@ byte-identical (`snapshot`).
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -230,3 +231,17 @@ def test_unreadable_samples_are_a_clean_error_for_plot(run_dir):
     (run_dir / "samples.npz").write_bytes(os.urandom(200))
     refused(run_dir.parent, ["plot", run_dir, "--allow-stale"],
             ["samples.npz is unreadable", "irbm sample"])
+
+
+def test_evaluate_with_raise_records_the_conservative_nll_and_diagnostics(tmp_path, capsys):
+    from irbm.cli import main
+    run = tmp_path / "run"
+    assert main(["train", "orbm", "digits", "--out", str(run), "--epochs", "2",
+                 "--n-hidden", "12", "--quiet"]) == 0
+    assert main(["evaluate", str(run), "--chains", "30", "--betas", "200", "--raise", "25"]) == 0
+    record = json.loads((run / "evaluation.json").read_text())["evaluations"][-1]
+    assert record["base"] == "data"  # the family's default base
+    assert 1.0 <= record["effective_sample_size"] <= 30
+    assert record["raise"]["n_rows"] == 25 and record["raise"]["n_betas"] == 200
+    assert math.isfinite(record["raise"]["mean"]) and record["raise"]["stderr"] > 0
+    assert "by RAISE, conservative" in capsys.readouterr().out
