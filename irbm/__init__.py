@@ -15,9 +15,11 @@ __version__ = "0.1.0"
 
 __all__ = ["RBM", "OrderedRBM", "InfiniteRBM", "EnergyModel", "HiddenState", "FAMILIES",
            "build_model", "Trainer", "Callback", "save", "load", "ais", "evaluate", "datasets",
-           "sampling", "plotting", "__version__"]
+           "sampling", "plotting", "sklearn", "runs", "strategies", "workflows", "settings",
+           "register_family", "__version__"]
 
-_SUBMODULES = {"ais", "evaluate", "datasets", "sampling", "plotting", "sklearn"}
+_SUBMODULES = {"ais", "evaluate", "datasets", "sampling", "plotting", "sklearn", "runs",
+               "strategies", "workflows", "settings"}
 
 
 def __getattr__(name):

@@ -106,3 +106,14 @@ def test_no_family_or_parameter_names_outside_models():
             if MODEL_NAMES.search(line):
                 offenders.setdefault(relative, []).append(f"{number}: {line.strip()}")
     assert not offenders, f"family or parameter names outside irbm/models/: {offenders}"
+
+
+def test_every_documented_submodule_is_reachable_after_a_plain_import():
+    """The README uses irbm.runs.ValidateWithAIS, irbm.strategies.RandomPermutation, ... after
+    `import irbm` only (a fresh interpreter, so no other test has imported them)."""
+    import subprocess
+    import sys
+    code = ("import irbm; irbm.runs.ValidateWithAIS; irbm.strategies.RandomPermutation; "
+            "irbm.workflows.train_run; irbm.settings.Settings; irbm.evaluate.raise_nll; "
+            "irbm.sklearn.BernoulliRBM; irbm.training.CheckpointEvery; irbm.ais.AISResult")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPOSITORY)
