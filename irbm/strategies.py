@@ -22,6 +22,13 @@ class RandomPermutation(Callback):
     `irbm.Trainer.relayout_hidden`, so ADAGRAD's per-unit accumulators move with their units,
     and it is kept (the next update draws a new one from the permuted model).
 
+    Measured here (CalTech101, iRBM, lr 0.05, L1 1e-3, PCD-10, ADAGRAD): combined with the
+    paper's growth rule, permuting every trained unit makes the hidden layer grow without
+    bound, about 60 units per epoch (2,175 units after 36 epochs, against 299 without the
+    permutation). Barely trained units land at the front and strong ones at the back, so
+    P(z | v) keeps mass near l, z keeps reaching past l, and L1 cannot prune the zero units,
+    which are no longer trailing. See results/caltech101_random_permutation.md.
+
     Parameters
     ----------
     generator : torch.Generator, optional

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The commands that produced results/: evaluate the CalTech101 run directories with
+# scripts/paper_results.py (cached per model and budget, so a rerun only evaluates what is new).
+# RUNS: where the runs live (default runs/); each row names a run directory or a snapshot of one.
+set -euo pipefail
+RUNS="${RUNS:-runs}"
+PY="${PYTHON:-python}"
+cd "$(dirname "$0")/.."
+# Table 2 rows at the budget reached (partial rows are labelled as such in the table).
+$PY scripts/paper_results.py "$RUNS/rbm100-adagrad/snapshots/1000" "$RUNS/orbm500-l1e-3" \
+    "$RUNS/irbm-l1e-3" --out results/caltech101 --chains 500 --betas 5000 \
+    --raise-rows 300 --raise-betas 5000
+# AIS reliability on a trained iRBM (issue 10): both bases, two seeds each, and RAISE.
+$PY scripts/paper_results.py "$RUNS/irbm-plain-new/snapshots/150" --out results/caltech101_ais_bases \
+    --chains 300 --betas 6000 --bases data,model --seeds 0,1 --raise-rows 300 --raise-betas 6000
+# Random-permutation training against plain training at equal epochs (36).
+$PY scripts/paper_results.py "$RUNS/irbm-plain-36/snapshots/36" "$RUNS/irbm-randperm/snapshots/36" \
+    --out results/caltech101_random_permutation --chains 300 --betas 3000 \
+    --raise-rows 100 --raise-betas 3000
