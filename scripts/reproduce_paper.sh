@@ -1,27 +1,48 @@
 #!/usr/bin/env bash
-# The paper's best settings (Tables 1-2), as irbm commands. Each run takes days on a CPU: run the
-# lines you need, on a GPU with DEVICE=cuda, e.g.  DEVICE=cuda bash scripts/reproduce_paper.sh mnist
-# Every run directory resumes where it stopped if the command is run again.
+# The paper's best settings (Tables 1-2) as settings files (scripts/paper/*.toml, the keys of
+# `irbm train`), trained, evaluated and reported. Every run resumes where it stopped when the
+# script is run again.
+#
+#   bash scripts/reproduce_paper.sh caltech            # the paper's full protocol (days on a CPU)
+#   EPOCHS=1000 bash scripts/reproduce_paper.sh caltech  # a budget: every run capped at 1,000 epochs
+#   RBM_OPTIMIZER=sgd bash scripts/reproduce_paper.sh caltech  # RBM rows with a constant rate
+#   DEVICE=cuda THREADS=4 OUT=runs bash scripts/reproduce_paper.sh mnist
 set -euo pipefail
 DEVICE="${DEVICE:-cpu}"
 OUT="${OUT:-runs}"
+THREADS="${THREADS:-1}"
+RBM_OPTIMIZER="${RBM_OPTIMIZER:-adagrad}"  # the paper names ADAGRAD only for its oRBMs and iRBMs
 which="${1:-all}"
-common=(--device "$DEVICE" --batch-size 64 --cd-k 10 --pcd --optimizer adagrad --eval-every 1000
-        --eval-chains 5000 --eval-betas 100000)
+cd "$(dirname "$0")/.."
 
-if [[ "$which" == mnist || "$which" == all ]]; then
-  irbm train rbm  mnist --out "$OUT/mnist-rbm500"  --n-hidden 500 --lr 0.01 --epochs 5000 "${common[@]}"
-  irbm train orbm mnist --out "$OUT/mnist-orbm500" --n-hidden 500 --lr 0.03 --epochs 500 "${common[@]}"
-  irbm train irbm mnist --out "$OUT/mnist-irbm"    --l1 1e-4 --lr 0.05 --epochs 3000 "${common[@]}"
-  runs=("$OUT/mnist-rbm500" "$OUT/mnist-orbm500" "$OUT/mnist-irbm")
-  for run in "${runs[@]}"; do irbm evaluate "$run" --chains 5000 --betas 100000 --device "$DEVICE"; irbm plot "$run"; done
-  irbm report "${runs[@]}" --out "$OUT/mnist-report"
-fi
-if [[ "$which" == caltech || "$which" == all ]]; then
-  irbm train rbm  caltech101 --out "$OUT/caltech-rbm500"  --n-hidden 500 --lr 0.01 --epochs 3000 "${common[@]}"
-  irbm train orbm caltech101 --out "$OUT/caltech-orbm500" --n-hidden 500 --l1 1e-3 --lr 0.01 --epochs 5000 "${common[@]}"
-  irbm train irbm caltech101 --out "$OUT/caltech-irbm"    --l1 1e-3 --lr 0.05 --epochs 4000 "${common[@]}"
-  runs=("$OUT/caltech-rbm500" "$OUT/caltech-orbm500" "$OUT/caltech-irbm")
-  for run in "${runs[@]}"; do irbm evaluate "$run" --chains 5000 --betas 100000 --device "$DEVICE"; irbm plot "$run"; done
-  irbm report "${runs[@]}" --out "$OUT/caltech-report"
-fi
+run_name() {  # settings file -> run directory name
+  local name family
+  name=$(basename "$1" .toml)
+  family=${name#*-}; family=${family%%[0-9]*}
+  [[ $family == rbm ]] && name="$name-$RBM_OPTIMIZER"
+  echo "$OUT/$name"
+}
+
+train() {  # settings file
+  local config=$1 name family extra=()
+  name=$(basename "$config" .toml)
+  family=${name#*-}; family=${family%%[0-9]*}
+  [[ $family == rbm ]] && extra+=(--optimizer "$RBM_OPTIMIZER")
+  [[ -n "${EPOCHS:-}" ]] && extra+=(--epochs "$EPOCHS")
+  irbm train "$family" "$2" --out "$(run_name "$config")" --config "$config" \
+      --device "$DEVICE" --threads "$THREADS" "${extra[@]}"
+  irbm evaluate "$(run_name "$config")" --chains 5000 --betas 100000 --raise 2000 \
+      --device "$DEVICE" --threads "$THREADS"
+  irbm plot "$(run_name "$config")" --device "$DEVICE"
+}
+
+for dataset in caltech mnist; do
+  if [[ "$which" == "$dataset" || "$which" == all ]]; then
+    runs=()
+    for config in scripts/paper/"$dataset"-*.toml; do
+      train "$config" "${dataset/caltech/caltech101}"
+      runs+=("$(run_name "$config")")
+    done
+    irbm report "${runs[@]}" --out "$OUT/$dataset-report"
+  fi
+done

@@ -51,3 +51,16 @@ def test_table_is_generated_from_run_directories(tmp_path, family):
     assert len(cached) == 1
     assert _script().main([str(run), "--out", str(out), *budget]) == 0
     assert list(run.glob("paper-eval-*.json")) == cached
+
+
+def test_paper_settings_files_are_valid_settings():
+    """scripts/reproduce_paper.sh trains from scripts/paper/*.toml: each must be a valid settings
+    file for its family, and the MNIST oRBM (500 epochs) must select at its end."""
+    from irbm.settings import Settings, read_config_file
+    configs = sorted((SCRIPT.parent / "paper").glob("*.toml"))
+    assert len(configs) == 8
+    for path in configs:
+        family = path.stem.split("-")[1].rstrip("0123456789")
+        values = read_config_file(path)
+        settings = Settings.from_mapping({"family": family, "dataset": "digits", **values})
+        assert settings.epochs % settings.eval_every == 0, path  # selection at the last epoch
