@@ -116,7 +116,11 @@ class Trainer:
                                      float(l1), float(l2), float(epsilon), n_chains,
                                      int(seed))
         self.device = torch.device(device) if device is not None else model.device
-        self.model = model.to(self.device)
+        try:
+            self.model = model.to(self.device)
+        except (RuntimeError, AssertionError) as error:  # e.g. "cuda" without a GPU
+            raise ValueError(f"device {str(self.device)!r} is not usable here: "
+                             f"{str(error).splitlines()[0]}") from None
         self.optimizer = Optimizer(optimizer, lr=lr, l1=l1, l2=l2, epsilon=epsilon)
         self.progress = progress
         self.state = _State()

@@ -1,0 +1,91 @@
+"""Bad input to the Python API gives a clear ValueError before any work (issue 12), and a
+training run killed with SIGKILL at random points resumes bit-identically."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import irbm
+from irbm.training import Trainer
+
+DATA = (torch.rand(40, 6, generator=torch.Generator().manual_seed(0)) < 0.5).double()
+
+
+@pytest.mark.parametrize("build, match", [
+    (lambda: irbm.OrderedRBM(6, 3, beta=float("nan")), "beta"),
+    (lambda: irbm.OrderedRBM(6, 3, beta=-3), "beta"),
+    (lambda: irbm.InfiniteRBM(6, beta=float("inf")), "beta"),
+    (lambda: irbm.RBM(6, 2.5), "n_hidden"),
+    (lambda: Trainer(irbm.RBM(6, 3), batch_size=2.7), "batch_size"),
+    (lambda: Trainer(irbm.RBM(6, 3), n_chains=0), "n_chains"),
+    (lambda: Trainer(irbm.RBM(6, 3), epsilon=0), "epsilon"),
+    (lambda: Trainer(irbm.RBM(6, 3), lr=float("inf")), "lr"),
+    (lambda: Trainer(irbm.RBM(6, 3), progress=False).fit(DATA, 2.5), "epochs"),
+    (lambda: Trainer(irbm.RBM(6, 3), progress=False).fit(DATA[:0], 2), "non-empty"),
+    (lambda: Trainer(irbm.RBM(6, 3)).update(torch.full((4, 6), 0.5)), "binary"),
+    (lambda: Trainer(irbm.RBM(6, 3)).update(torch.zeros(4, 7)), "shape"),
+    (lambda: Trainer(irbm.RBM(6, 3), device="cuda" if not torch.cuda.is_available() else "meta"),
+     "device"),
+])
+def test_bad_python_input_is_a_clear_value_error(build, match):
+    with pytest.raises(ValueError, match=match):
+        build()
+
+
+def test_update_before_fit_and_uint8_batches_just_work():
+    trainer = Trainer(irbm.RBM(6, 3), progress=False)
+    trainer.update(DATA[:8].to(torch.uint8))
+    assert trainer.state.updates == 1
+
+
+def test_save_to_a_directory_names_the_fix(tmp_path):
+    with pytest.raises(ValueError, match="model.safetensors"):
+        irbm.save(irbm.RBM(6, 3), tmp_path)
+
+
+def test_float16_model_round_trips(tmp_path):
+    model = irbm.RBM(6, 3, dtype=torch.float16)
+    irbm.save(model, tmp_path / "half.safetensors")
+    loaded = irbm.load(tmp_path / "half.safetensors")
+    assert loaded.dtype == torch.float16
+    assert torch.equal(loaded.filters(), model.filters())
+
+
+def _train(out: Path) -> subprocess.Popen:
+    command = [sys.executable, "-m", "irbm.cli", "train", "orbm", "digits", "--out", str(out),
+               "--epochs", "8", "--n-hidden", "16", "--quiet", "--threads", "1"]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def test_sigkill_at_random_points_resumes_bit_identically(tmp_path):
+    reference = tmp_path / "reference"
+    assert _train(reference).wait() == 0
+    killed, rng, kills = tmp_path / "killed", random.Random(0), 0
+    history = killed / "history.json"
+    while True:
+        process = _train(killed)
+        if kills < 3:  # kill three times, each at a random point after an epoch was written
+            before = history.stat().st_mtime_ns if history.exists() else None
+            deadline = time.monotonic() + 120
+            while process.poll() is None and time.monotonic() < deadline and (
+                    not history.exists() or history.stat().st_mtime_ns == before):
+                time.sleep(0.05)
+            time.sleep(rng.uniform(0.0, 0.5))
+        if process.poll() is not None or kills >= 3:
+            assert process.wait() == 0, process.stderr.read().decode()
+            break
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        kills += 1
+    assert kills == 3
+    expected, actual = irbm.load(reference), irbm.load(killed)
+    for name, tensor in expected.state_dict().items():
+        assert torch.equal(actual.state_dict()[name], tensor), name
