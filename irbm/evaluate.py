@@ -86,6 +86,26 @@ class NLLEstimate:
     mean_low: float
     mean_high: float
     log_partition: AISResult
+    log_partition_floor: float = -math.inf
+
+    def reliability_warnings(self) -> list[str]:
+        """The AIS warnings plus a check no spread of weights can fool: Z >= sum over the
+        data's distinct rows of exp(-F(v)), so ln Z-hat below that floor is certainly too
+        low (it happens on large models annealed too fast: uniform weights, all wrong)."""
+        problems = self.log_partition.reliability_warnings()
+        gap = self.log_partition_floor - self.log_partition.log_z
+        if gap > 0:
+            problems.append(
+                f"ln Z-hat is at least {gap:.1f} nats too low: it is below ln sum_v exp(-F(v)) "
+                "over the evaluated data, a certain lower bound of ln Z. The annealing is far "
+                "too short for this model: use many more temperatures.")
+        return problems
+
+
+def log_partition_floor(free: torch.Tensor) -> float:
+    """ln sum_v exp(-F(v)) from the free energies (N,) of DISTINCT visible vectors: a certain
+    lower bound of ln Z (Z sums exp(-F(v)) over every v)."""
+    return float(torch.logsumexp(-free.double(), 0))
 
 
 def ais_nll(model, data, *, n_chains: int = 100, n_betas=None, betas=None, base=None,
@@ -113,7 +133,10 @@ def ais_nll(model, data, *, n_chains: int = 100, n_betas=None, betas=None, base=
                                     data=base_data, **ais_options)
     mean, stderr = nll(model, data, result, batch_size=batch_size)
     shift = mean - result.log_z
-    return NLLEstimate(mean, stderr, shift + result.log_z_low, shift + result.log_z_high, result)
+    distinct = torch.unique(model.check_visible(torch.as_tensor(data)), dim=0)
+    floor = log_partition_floor(free_energies(model, distinct, batch_size=batch_size))
+    return NLLEstimate(mean, stderr, shift + result.log_z_low, shift + result.log_z_high, result,
+                       floor)
 
 
 @dataclass

@@ -21,7 +21,7 @@ from . import runs
 from ._io import atomic_write
 from .ais import estimate_log_partition
 from .datasets import ALIASES, LOADERS, load_dataset
-from .evaluate import nll, raise_nll
+from .evaluate import free_energies, log_partition_floor, nll, raise_nll
 from .models import build_model
 from .report import write_report
 from .sampling import sample
@@ -259,6 +259,13 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, seed=0, whi
         "effective_sample_size": result.effective_sample_size,
         "top_chain_share": result.top_chain_share, "warnings": result.reliability_warnings(),
     }
+    # ln Z >= ln sum_v exp(-F(v)) over distinct data vectors: a check the weights cannot fool.
+    distinct = torch.unique(model.check_visible(torch.as_tensor(dataset.train)), dim=0)
+    gap = log_partition_floor(free_energies(model, distinct)) - result.log_z
+    if gap > 0:
+        record["warnings"].append(
+            f"ln Z-hat is at least {gap:.1f} nats too low (below ln sum_v exp(-F(v)) over the "
+            "training set, a certain lower bound): use many more temperatures")
     say(f"  effective sample size {result.effective_sample_size:.1f} of {result.n_chains} "
         f"chains ({result.base} base)")
     for warning in record["warnings"]:

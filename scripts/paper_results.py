@@ -97,7 +97,9 @@ def evaluate_run(run_dir: Path, dataset, budget: dict) -> dict:
             estimates.append({"base": base, "seed": seed, "nll": result.mean,
                               "stderr": result.stderr, "nll_low": result.mean_low,
                               "nll_high": result.mean_high,
-                              **result.log_partition.summary()})
+                              **result.log_partition.summary(),
+                              "log_z_floor": result.log_partition_floor,
+                              "warnings": result.reliability_warnings()})
     conservative = None
     if budget["raise_rows"]:
         rows = test[: budget["raise_rows"]]

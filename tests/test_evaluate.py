@@ -121,3 +121,22 @@ def test_raise_brackets_the_exact_nll_with_ais_and_converges(family):
     assert optimistic.mean - 0.03 <= exact <= fine.mean + 0.03
     assert abs(fine.mean - exact) < 0.06 and abs(optimistic.mean - exact) < 0.06
     assert fine.log_likelihoods.shape == (60,) and fine.n_repeats == 4
+
+
+def test_an_annealing_far_too_short_is_caught_by_the_data_floor():
+    """A model whose mass sits on a few data vectors, annealed in 3 temperatures: the weights
+    can look fine, but ln Z-hat falls below ln sum_{v in data} exp(-F(v)), which is certain."""
+    model = irbm.RBM(12, 30, dtype=torch.float64)
+    generator = torch.Generator().manual_seed(0)
+    prototypes = (torch.rand(3, 12, generator=generator) < 0.5).double()
+    with torch.no_grad():  # each hidden unit votes strongly for one prototype
+        model.W.copy_(8.0 * (2 * prototypes[torch.arange(30) % 3] - 1))
+        model.b.copy_(-8.0 * prototypes[torch.arange(30) % 3].sum(1) + 4.0)
+    exact = model.log_partition_exact()
+    estimate = evaluate.ais_nll(model, prototypes, n_chains=50, n_betas=3, base="model",
+                                seed=0, progress=False)
+    assert estimate.log_partition_floor <= exact + 1e-9  # the floor is a true lower bound
+    assert estimate.log_partition.log_z < estimate.log_partition_floor - 10  # far too low...
+    assert estimate.log_partition.reliable  # ...with near-uniform weights: ESS cannot see it
+    (warning,) = estimate.reliability_warnings()
+    assert "certain lower bound" in warning and "more temperatures" in warning
