@@ -15,5 +15,5 @@ $PY scripts/paper_results.py "$RUNS/irbm-plain-new/snapshots/150" --out results/
     --chains 300 --betas 6000 --bases data,model --seeds 0,1 --raise-rows 300 --raise-betas 6000
 # Random-permutation training against plain training at equal epochs (36).
 $PY scripts/paper_results.py "$RUNS/irbm-plain-36/snapshots/36" "$RUNS/irbm-randperm/snapshots/36" \
-    --out results/caltech101_random_permutation --chains 300 --betas 3000 \
-    --raise-rows 100 --raise-betas 3000
+    --out results/caltech101_random_permutation --chains 100 --betas 20000 \
+    --raise-rows 50 --raise-betas 20000
