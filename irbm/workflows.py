@@ -26,6 +26,7 @@ from .models import build_model
 from .report import write_report
 from .sampling import sample
 from .settings import SPECS, Settings, check_model_size
+from .sweep_table import expand_sweeps
 from .training import Callback, CheckpointEvery, Trainer
 
 logger = logging.getLogger(__name__)
@@ -331,6 +332,7 @@ def plot_run(run_dir, *, data_dir=None, device=None, allow_stale=False, echo=Non
 
 
 def report_runs(run_dirs, out_dir=None, *, allow_stale=False) -> tuple[Path, Path]:
-    """`irbm.report.write_report`: report.md and report.html for evaluated runs."""
-    return write_report(run_dirs, out_dir, allow_stale=allow_stale)
+    """`irbm.report.write_report`: report.md and report.html for evaluated runs; a sweep
+    directory stands for its evaluated trials."""
+    return write_report(expand_sweeps(run_dirs), out_dir, allow_stale=allow_stale)
 
