@@ -332,6 +332,7 @@ def _run_on_dask(todo, out, evaluation, options, workers, scheduler, say, bar) -
                 result = future.result()
             except Exception as error:  # noqa: BLE001 -- e.g. KilledWorker after the retries
                 result = {"status": "failed", "error": f"{type(error).__name__}: {error}"}
+                (out / name).mkdir(exist_ok=True)
                 runs.write_json(out / name / sweep_table.STATUS_FILE, result)
             if result["status"] == "failed":
                 failed.append(name)

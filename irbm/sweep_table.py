@@ -2,8 +2,9 @@
 
 A sweep directory holds ``irbm-sweep.json`` (the marker: format, version, the sweep's fixed
 settings, grid, evaluation budget and trial names) and one ordinary run directory per trial.
-Each trial directory also holds ``trial-status.json`` (running / done / failed, with the host
-and process) and, when the trial failed, ``error.txt`` (the traceback). The table is read from
+Each trial directory also holds ``trial-status.json`` once its task ended (done or failed, with
+the host and process) and, when the trial failed, ``error.txt`` (the traceback); a run without
+a status was interrupted ("unfinished"). The table is read from
 the run directories themselves, so it is the same whether the sweep has just run or not.
 """
 

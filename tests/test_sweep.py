@@ -66,6 +66,20 @@ def test_rerunning_a_finished_sweep_trains_nothing(swept):
     assert [path.stat().st_mtime_ns for path in files] == before
 
 
+def test_the_command_line_resumes_a_sweep_from_its_file(swept, tmp_path):
+    from _cli_helpers import run_cli
+    out, _ = swept
+    path = tmp_path / "sweep.toml"
+    path.write_text('family = "irbm"\ndataset = "digits"\nn_hidden = 8\nepochs = 2\n'
+                    "[evaluation]\nchains = 20\nbetas = 100\n"
+                    "[grid]\nlr = [0.1, 0.05]\nl1 = [0.0, 0.001]\n")
+    result = run_cli("sweep", path, "--out", out, "--workers", "1", "--no-progress")
+    assert result.code == 0, result.err
+    assert "4 finished already, 0 to run" in result.out
+    bad = run_cli("sweep", path, "--out", out, "--workers", "1", "--scheduler", "tcp://x:1")
+    assert bad.code == 2 and "not allowed with argument" in bad.err
+
+
 def test_report_accepts_a_sweep_directory(swept, tmp_path):
     out, _ = swept
     markdown, _ = report_runs([out], tmp_path / "report")
