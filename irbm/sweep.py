@@ -299,6 +299,8 @@ def run_sweep(sweep, out, *, workers=None, scheduler=None, data_dir=None, thread
     todo = {}
     for name, point in spec["trials"].items():
         mapping = {**spec["fixed"], **point}
+        # A data file relative to here means nothing to a worker in another directory.
+        mapping["dataset"] = workflows.dataset_key(mapping["dataset"])
         if not is_finished(out / name, Settings.from_mapping(mapping).epochs):
             todo[name] = mapping
     skipped = len(spec["trials"]) - len(todo)

@@ -48,7 +48,7 @@ def _is_named_dataset(name) -> bool:
     return ALIASES.get(key, key) in LOADERS
 
 
-def _dataset_key(name) -> str:
+def dataset_key(name) -> str:
     """A dataset name as given, or an existing file's absolute path (so that the run works from
     any directory); anything else as given, for the loader's error message."""
     path = Path(name).expanduser()
@@ -145,7 +145,7 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
         torch.set_num_threads(settings.threads)
     out = Path(out)
     resuming = _check_output(out, force)
-    settings = replace(settings, dataset=_dataset_key(settings.dataset)).resolved()
+    settings = replace(settings, dataset=dataset_key(settings.dataset)).resolved()
     if resuming:
         _check_resumed_settings(out, settings, force)
     dataset = _load_training_data(settings, data_dir)

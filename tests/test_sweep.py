@@ -76,6 +76,9 @@ def test_the_command_line_resumes_a_sweep_from_its_file(swept, tmp_path):
     result = run_cli("sweep", path, "--out", out, "--workers", "1", "--no-progress")
     assert result.code == 0, result.err
     assert "4 finished already, 0 to run" in result.out
+    report = run_cli("report", out, "--out", tmp_path / "report")
+    assert report.code == 0, report.err
+    assert (tmp_path / "report" / "report.md").read_text().count("| iRBM") == 4
     bad = run_cli("sweep", path, "--out", out, "--workers", "1", "--scheduler", "tcp://x:1")
     assert bad.code == 2 and "not allowed with argument" in bad.err
 
@@ -86,16 +89,17 @@ def test_report_accepts_a_sweep_directory(swept, tmp_path):
     assert markdown.read_text().count("| iRBM") == 4
 
 
-def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path):
-    bad = tmp_path / "bad.csv"
-    bad.write_text("0,1,2\n1,0,1\n")  # valid settings, but not 0/1 data: fails at run time
+def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    (tmp_path / "bad.csv").write_text("0,1,2\n" * 20)  # valid settings, not 0/1 data
     fixed = {key: value for key, value in BASE.items() if key != "dataset"}
-    sweep = {**fixed, "epochs": 1, "grid": {"dataset": ["digits", str(bad)]}}
+    sweep = {**fixed, "epochs": 1, "grid": {"dataset": ["digits", "bad.csv"]}}
+    monkeypatch.chdir(tmp_path)  # a relative data file: the sweep hands workers its full path
     result = run_sweep(sweep, tmp_path / "out", workers=1, progress=False)
     assert result["done"] == 1 and result["failed"] == ["dataset=bad.csv"]
     failed = tmp_path / "out" / "dataset=bad.csv"
     assert "Traceback" in (failed / ERROR_FILE).read_text()
-    assert runs.read_json(failed / STATUS_FILE)["status"] == "failed"
+    status = runs.read_json(failed / STATUS_FILE)
+    assert status["status"] == "failed" and str(tmp_path / "bad.csv") in status["error"]
     statuses = {row["trial"]: row["status"] for row in _table(tmp_path / "out")}
     assert statuses["dataset=digits"] == "done"
     assert statuses["dataset=bad.csv"].startswith("failed: ValueError")
