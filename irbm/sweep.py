@@ -110,7 +110,8 @@ def read_sweep(source) -> dict:
 
 def _check_keys(name, fixed, grid, evaluation):
     if not isinstance(grid, dict) or not isinstance(evaluation, dict):
-        raise ValueError(f"{name}: [grid] and [evaluation] must be tables")
+        # ValueError like every other mistake in a sweep file: the CLI reports it in one line.
+        raise ValueError(f"{name}: [grid] and [evaluation] must be tables")  # noqa: TRY004
     known = [key for key in SPECS if SPECS[key].group != "system"]
     for where, keys in (("", fixed), ("grid.", grid)):
         unknown = sorted(set(keys) - set(known))

@@ -171,9 +171,9 @@ def write_table(directory) -> tuple[Path, Path, Path]:
     writer.writerows(rows)
     title = f"irbm sweep {directory.name}"
     paths = [directory / f"{TABLE_NAME}.{ext}" for ext in ("md", "html", "csv")]
-    texts = [f"# {title}\n\nNLL in nats (AIS, +/- one standard error); * best validation "
-             f"NLL of its family.\n\n{markdown_table(rows)}\n", html_table(rows, title),
-             buffer.getvalue()]
+    markdown = (f"# {title}\n\nNLL in nats (AIS, +/- one standard error); * best validation "
+                f"NLL of its family.\n\n{markdown_table(rows)}\n")
+    texts = [markdown, html_table(rows, title), buffer.getvalue()]
     for path, text in zip(paths, texts):
         with atomic_write(path, "w") as stream:
             stream.write(text)

@@ -13,13 +13,11 @@ import time
 
 import pytest
 
-pytest.importorskip("distributed")
-
-from irbm import runs  # noqa: E402
-from irbm import checkpoint as ckpt  # noqa: E402
-from irbm.sweep import read_sweep, run_sweep  # noqa: E402
-from irbm.sweep_table import MARKER_FILE, STATUS_FILE, ERROR_FILE  # noqa: E402
-from irbm.workflows import report_runs  # noqa: E402
+from irbm import checkpoint as ckpt
+from irbm import runs
+from irbm.sweep import read_sweep, run_sweep
+from irbm.sweep_table import ERROR_FILE, MARKER_FILE, STATUS_FILE
+from irbm.workflows import report_runs
 
 BASE = {"family": "irbm", "dataset": "digits", "n_hidden": 8, "epochs": 2,
         "evaluation": {"chains": 20, "betas": 100}}
