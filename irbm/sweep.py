@@ -35,6 +35,7 @@ says what remains to be done.
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import logging
 import math
@@ -244,7 +245,11 @@ def _connect(workers, scheduler):
     return Client(cluster), cluster
 
 
-def _dashboard(client) -> str | None:
+def _dashboard(client, local: bool) -> str | None:
+    # A local scheduler serves its status page only with bokeh installed (the link would
+    # answer 404 otherwise); a remote one's environment is not ours to inspect.
+    if local and importlib.util.find_spec("bokeh") is None:
+        return None
     try:
         return client.dashboard_link if "dashboard" in client.scheduler_info().get(
             "services", {}) else None
@@ -320,10 +325,14 @@ def run_sweep(sweep, out, *, workers=None, scheduler=None, data_dir=None, thread
 def _run_on_dask(todo, out, evaluation, options, workers, scheduler, say, bar) -> list[str]:
     """Submit one task per trial, follow them, and return the names of the failed ones."""
     from dask.distributed import as_completed
+    # Lines printed under a live progress bar would break it: tqdm.write keeps it whole.
+    note = say if bar.disable else bar.write
     client, cluster = _connect(workers, scheduler)
     try:
-        link = _dashboard(client)
-        say(f"Dask: {len(client.scheduler_info()['workers'])} workers"
+        link = _dashboard(client, local=cluster is not None)
+        workers = client.scheduler_info()["workers"].values()
+        slots = sum(worker["nthreads"] for worker in workers)
+        note(f"Dask: {len(workers)} workers"
             + (f"; dashboard {link}" if link else ""))
         futures = {client.submit(run_trial, mapping, str(out / name), evaluation, **options,
                                  pure=False, retries=2, key=f"irbm-trial {name} {out}"): name
@@ -339,15 +348,16 @@ def _run_on_dask(todo, out, evaluation, options, workers, scheduler, say, bar) -
                 runs.write_json(out / name / sweep_table.STATUS_FILE, result)
             if result["status"] == "failed":
                 failed.append(name)
-                say(f"trial {name} failed: {result['error']}")
+                note(f"trial {name} failed: {result['error']}")
             nll = _valid_nll(out / name)
             if nll < best[0]:
                 best = (nll, name)
-            running = sum(map(len, client.processing().values()))
+            # A worker may hold a queued task besides the one it runs: at most one per thread.
+            running = min(slots, sum(map(len, client.processing().values())))
             bar.update(1)
             bar.set_postfix(running=running, failed=len(failed),
                             best=f"{best[0]:.3f}" if best[1] else "-")
-            say(f"{finished}/{len(todo)} trials over, {running} running, {len(failed)} failed; "
+            note(f"{finished}/{len(todo)} trials over, {running} running, {len(failed)} failed; "
                 + (f"best validation NLL {best[0]:.3f} ({best[1]})" if best[1] else
                    "no validation NLL yet"))
         return failed
