@@ -1,4 +1,4 @@
-"""The `irbm` command line: train, evaluate, sample, plot, report, demo.
+"""The `irbm` command line: train, evaluate, sample, plot, report, sweep, demo.
 
 Every subcommand has ``--help``. Errors print one line (``irbm: error: ...``) and exit with
 status 2, without a traceback (set IRBM_DEBUG=1 to see one). The options of `irbm train` are
@@ -135,13 +135,36 @@ def build_parser() -> argparse.ArgumentParser:
         "report", help="results table (Markdown and HTML)",
         description="Table in the paper's format from evaluated runs, as report.md and a "
         "self-contained report.html. Each run shows its latest evaluation of its current model.")
-    report.add_argument("runs", nargs="+", help="run directories")
+    report.add_argument("runs", nargs="+", help="run directories, or sweep directories (their "
+                        "evaluated trials)")
     report.add_argument("--out", default=None, help="report directory (default: report/ in "
                         "the current directory); a non-empty directory that is not a report "
                         "is refused")
     report.add_argument("--allow-stale", action="store_true", help="report runs evaluated "
                         "only with an earlier model, marked stale")
     _system_options(report, data=False)
+
+    sweep = commands_parser.add_parser(
+        "sweep", help="grid of training runs on Dask (local or a cluster)",
+        description="Train and evaluate every point of a grid of settings, one run directory "
+        "per trial under --out, on a local Dask cluster (--workers) or an existing one "
+        "(--scheduler). Re-running resumes: finished trials are skipped, others continue from "
+        "their checkpoints. Writes sweep.md, sweep.html and sweep.csv into --out.")
+    sweep.add_argument("sweep", metavar="SWEEP.toml", help="settings of irbm train as fixed "
+                       "values, a [grid] table of lists, an optional [evaluation] table "
+                       "(chains, betas, seed)")
+    sweep.add_argument("--out", required=True, help="sweep directory: new, empty, or a sweep "
+                       "to resume")
+    where = sweep.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, default=None, help="worker processes of the "
+                       "local cluster (default: the free cores)")
+    where.add_argument("--scheduler", default=None, metavar="ADDRESS", help="an existing Dask "
+                       "scheduler, e.g. tcp://host:8786 (its workers must see --out)")
+    sweep.add_argument("--no-progress", dest="progress", action="store_false",
+                       help="no progress bar")
+    group = _system_options(sweep, threads=False)
+    group.add_argument("--threads", type=int, default=1, help="torch threads of each trial "
+                       "(default: 1)")
 
     demo = commands_parser.add_parser("demo", help="train, evaluate and report the three models "
                                       "on the embedded digits (a few minutes)")

@@ -63,6 +63,18 @@ def run_report(args):
     print(f"report: {markdown} and {html}")
 
 
+def run_sweep(args):
+    from .sweep import run_sweep
+    workflows.check_device(args.device)
+    result = run_sweep(args.sweep, args.out, workers=args.workers, scheduler=args.scheduler,
+                       data_dir=args.data_dir, threads=check_setting("threads", args.threads),
+                       device=args.device, progress=args.progress, echo=print)
+    if result["failed"]:
+        print(f"{len(result['failed'])} trials failed: {', '.join(result['failed'])} (see "
+              f"error.txt in each)")
+    return result
+
+
 def run_demo(args):
     from .demo import demo
     _start(args)

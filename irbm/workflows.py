@@ -26,6 +26,7 @@ from .models import build_model
 from .report import write_report
 from .sampling import sample
 from .settings import SPECS, Settings, check_model_size
+from .sweep_table import expand_sweeps
 from .training import Callback, CheckpointEvery, Trainer
 
 logger = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ def _is_named_dataset(name) -> bool:
     return ALIASES.get(key, key) in LOADERS
 
 
-def _dataset_key(name) -> str:
+def dataset_key(name) -> str:
     """A dataset name as given, or an existing file's absolute path (so that the run works from
     any directory); anything else as given, for the loader's error message."""
     path = Path(name).expanduser()
@@ -144,7 +145,7 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
         torch.set_num_threads(settings.threads)
     out = Path(out)
     resuming = _check_output(out, force)
-    settings = replace(settings, dataset=_dataset_key(settings.dataset)).resolved()
+    settings = replace(settings, dataset=dataset_key(settings.dataset)).resolved()
     if resuming:
         _check_resumed_settings(out, settings, force)
     dataset = _load_training_data(settings, data_dir)
@@ -338,6 +339,7 @@ def plot_run(run_dir, *, data_dir=None, device=None, allow_stale=False, echo=Non
 
 
 def report_runs(run_dirs, out_dir=None, *, allow_stale=False) -> tuple[Path, Path]:
-    """`irbm.report.write_report`: report.md and report.html for evaluated runs."""
-    return write_report(run_dirs, out_dir, allow_stale=allow_stale)
+    """`irbm.report.write_report`: report.md and report.html for evaluated runs; a sweep
+    directory stands for its evaluated trials."""
+    return write_report(expand_sweeps(run_dirs), out_dir, allow_stale=allow_stale)
 

@@ -713,7 +713,7 @@ def test_error_in_a_subprocess_has_no_traceback(tmp_path):
 
 # ---------------------------------------------------------------------------- help, config
 HELP = {
-    None: ["train", "evaluate", "sample", "plot", "report", "demo"],
+    None: ["train", "evaluate", "sample", "plot", "report", "sweep", "demo"],
     # Every setting is an option of `irbm train` (the list is generated from irbm.settings).
     "train": ["FAMILY", "DATASET", *(spec.flag for spec in SPECS.values() if not spec.positional),
               "--out", "--device", "--force", "--config", "--data-dir", "--quiet"],
@@ -721,6 +721,7 @@ HELP = {
     "sample": ["--n", "--steps", "--init", "--z-max-init", "--threads"],
     "plot": ["run", "--allow-stale", "--threads"],
     "report": ["runs", "--out", "--allow-stale", "--threads"],
+    "sweep": ["SWEEP.toml", "--out", "--workers", "--scheduler", "--data-dir", "--threads"],
     "demo": ["--quick", "--out", "--threads"],
 }
 

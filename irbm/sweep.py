@@ -1,0 +1,368 @@
+"""Hyper-parameter sweeps on Dask: the product of a grid of settings, one run directory per
+trial, on a local `dask.distributed.LocalCluster` or an existing cluster.
+
+A sweep file is TOML: the settings of `irbm train` (`irbm.settings.Settings`, ``family`` and
+``dataset`` included) as fixed values, a ``[grid]`` table whose keys hold lists (the sweep runs
+their product), and an optional ``[evaluation]`` table (``chains``, ``betas``, ``seed``: the
+AIS budget of the final evaluation of each trial)::
+
+    family = "irbm"
+    dataset = "digits"
+    epochs = 20
+    [grid]
+    lr = [0.1, 0.05]
+    l1 = [0.0, 0.001]
+
+Every grid point is validated as `Settings` before anything runs. Each trial trains with
+`irbm.workflows.train_run` into ``OUT/<name>`` (e.g. ``lr=0.05,l1=0.001``), which checkpoints
+every epoch, then is evaluated by `irbm.workflows.evaluate_run`. A trial is one Dask task that
+resumes whatever its directory holds, which gives the fault tolerance: re-running the sweep
+skips finished trials (epochs reached and an evaluation of the current model) and continues
+the others; a worker that dies mid-trial has its task rescheduled by Dask on another worker,
+where it resumes from the trial's last checkpoint; a trial that raises records its error in
+``error.txt`` and ``trial-status.json`` and the sweep goes on.
+
+Successive halving (stopping the worse half of the trials at each evaluation point) is not
+implemented. Its decisions depend on the validation NLLs of *all* trials at a rung, so it needs
+a barrier at every rung: each trial would become one task per rung, and the decisions must be
+recorded in the sweep directory so that a re-run, or a retried task on another worker, takes
+the same ones rather than resurrecting a stopped trial or stopping one that a resumed run would
+have kept. Done asynchronously instead (ASHA), the set of stopped trials depends on which
+worker happened to be faster, so a re-run would not reproduce the sweep. Both are feasible but
+not at the cost of the simple invariant the sweep relies on now: a trial's directory alone
+says what remains to be done.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import logging
+import math
+import os
+import re
+import socket
+import time
+import tomllib
+import traceback
+from pathlib import Path
+
+from . import checkpoint as ckpt
+from . import runs, sweep_table, workflows
+from .settings import SPECS, Settings, check_setting
+
+logger = logging.getLogger(__name__)
+
+EVALUATION_DEFAULTS = {"chains": 100, "betas": 1000, "seed": 0}
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
+
+
+# ---------------------------------------------------------------------------- the sweep file
+def read_sweep(source) -> dict:
+    """The sweep's fixed settings, grid, evaluation budget and trials, all validated.
+
+    Parameters
+    ----------
+    source : path or dict
+        A TOML sweep file, or the same structure as a dict.
+
+    Returns
+    -------
+    dict
+        ``fixed``, ``grid``, ``evaluation`` and ``trials`` (a dict of trial name to its
+        grid values, in grid order); raises ValueError naming the bad key or value.
+    """
+    name = "the sweep"
+    if not isinstance(source, dict):
+        path = Path(source)
+        if not path.is_file():
+            raise FileNotFoundError(f"sweep file not found: {path}")
+        name = str(path)
+        try:
+            source = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as error:
+            raise ValueError(f"sweep file {path} is not valid TOML: {error}") from None
+    values = dict(source)
+    grid = values.pop("grid", {})
+    evaluation = values.pop("evaluation", {})
+    _check_keys(name, values, grid, evaluation)
+    fixed = {key: _checked(name, key, value) for key, value in values.items()}
+    grid = {key: [_checked(name, f"grid.{key}", v) for v in _values(name, key, options)]
+            for key, options in grid.items()}
+    evaluation = {**EVALUATION_DEFAULTS, **evaluation}
+    for key, minimum in (("chains", 1), ("betas", 2), ("seed", 0)):
+        value = evaluation[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"{name}: evaluation.{key} must be an integer >= {minimum}, "
+                             f"got {value!r}")
+    trials = {}
+    for point in itertools.product(*grid.values()):
+        point = dict(zip(grid, point))
+        label = trial_name(point)
+        try:
+            Settings.from_mapping({**fixed, **point}, source=name)
+        except ValueError as error:
+            raise ValueError(f"{name}: grid point {label}: {error}") from None
+        if label in trials:
+            raise ValueError(f"{name}: two grid points are both named {label}")
+        trials[label] = point
+    return {"fixed": fixed, "grid": grid, "evaluation": evaluation, "trials": trials}
+
+
+def _check_keys(name, fixed, grid, evaluation):
+    if not isinstance(grid, dict) or not isinstance(evaluation, dict):
+        # ValueError like every other mistake in a sweep file: the CLI reports it in one line.
+        raise ValueError(f"{name}: [grid] and [evaluation] must be tables")  # noqa: TRY004
+    known = [key for key in SPECS if SPECS[key].group != "system"]
+    for where, keys in (("", fixed), ("grid.", grid)):
+        unknown = sorted(set(keys) - set(known))
+        if unknown:
+            raise ValueError(f"{name}: unknown settings {', '.join(where + k for k in unknown)}"
+                             f" (known: {', '.join(known)}; threads is a sweep option)")
+    both = sorted(set(fixed) & set(grid))
+    if both:
+        raise ValueError(f"{name}: {', '.join(both)} both fixed and in [grid]")
+    unknown = sorted(set(evaluation) - set(EVALUATION_DEFAULTS))
+    if unknown:
+        raise ValueError(f"{name}: unknown keys in [evaluation]: {', '.join(unknown)} "
+                         f"(known: {', '.join(EVALUATION_DEFAULTS)})")
+
+
+def _values(name, key, options) -> list:
+    if not isinstance(options, list) or not options:
+        raise ValueError(f"{name}: grid.{key} must be a non-empty list, got {options!r}")
+    if len(set(map(repr, options))) != len(options):
+        raise ValueError(f"{name}: grid.{key} repeats a value: {options!r}")
+    return options
+
+
+def _checked(name, key, value):
+    try:
+        return check_setting(key.removeprefix("grid."), value)
+    except ValueError as error:
+        raise ValueError(f"{name}: {key}: {error}") from None
+
+
+def trial_name(point: dict) -> str:
+    """A filesystem-safe directory name from the grid values, e.g. ``lr=0.05,l1=0.001``."""
+    if not point:
+        return "trial"
+    text = ",".join(f"{key}={Path(str(value)).name if isinstance(value, str) else value}"
+                    for key, value in point.items())
+    return _UNSAFE.sub("_", text)[:200]
+
+
+# ---------------------------------------------------------------------------- one trial
+def is_finished(trial_dir, epochs: int) -> bool:
+    """Whether the trial trained ``epochs`` epochs and has an evaluation of that model."""
+    trial_dir = Path(trial_dir)
+    try:
+        if not (runs.is_run(trial_dir) and (trial_dir / ckpt.TRAINER_FILE).exists()):
+            return False
+        history = runs.read_json(trial_dir / runs.HISTORY_FILE, default={"history": []})
+        trained = history["history"][-1]["epoch"] if history["history"] else 0
+        return trained >= epochs and runs.current_evaluation(trial_dir)[1] is None
+    except (FileNotFoundError, ValueError, KeyError):
+        return False
+
+
+def run_trial(mapping: dict, trial_dir, evaluation: dict, *, threads: int = 1,
+              data_dir=None, device=None) -> dict:
+    """Train (or resume) and evaluate one trial; what a Dask task runs.
+
+    Errors are recorded in the trial directory and returned, not raised, so that Dask retries
+    only what is worth retrying: a lost worker, not a bad setting.
+
+    Returns
+    -------
+    dict
+        ``status`` ("done" or "failed"), ``trial`` and ``error`` when it failed.
+    """
+    import torch
+    trial_dir = Path(trial_dir)
+    # One thread per trial: the cluster's parallelism is across trials, and more threads on
+    # busy cores oversubscribe them (irbm._threads).
+    torch.set_num_threads(threads)
+    # Only the outcome is written, after train_run: a directory holding nothing but an old
+    # status is "not empty and not a run", which train_run refuses to start in.
+    for name in (sweep_table.ERROR_FILE, sweep_table.STATUS_FILE):
+        (trial_dir / name).unlink(missing_ok=True)
+    status = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
+    try:
+        settings = workflows.settings_for(trial_dir, {**mapping, "threads": threads})
+        if not is_finished(trial_dir, settings.epochs):
+            workflows.train_run(settings, trial_dir, data_dir=data_dir, device=device,
+                                epoch_lines=False, echo=logger.debug)
+            workflows.evaluate_run(trial_dir, n_chains=evaluation["chains"],
+                                   n_betas=evaluation["betas"], seed=evaluation["seed"],
+                                   data_dir=data_dir, device=device, progress=False,
+                                   echo=logger.debug)
+    except Exception as error:  # noqa: BLE001 -- any failure of a trial is recorded, not fatal
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        (trial_dir / sweep_table.ERROR_FILE).write_text(traceback.format_exc())
+        message = f"{type(error).__name__}: {error}"
+        runs.write_json(trial_dir / sweep_table.STATUS_FILE,
+                        {**status, "status": "failed", "error": message})
+        return {"trial": trial_dir.name, "status": "failed", "error": message}
+    runs.write_json(trial_dir / sweep_table.STATUS_FILE,
+                    {**status, "status": "done", "finished": time.time()})
+    return {"trial": trial_dir.name, "status": "done"}
+
+
+# ---------------------------------------------------------------------------- the sweep
+def prepare_sweep_directory(out, spec: dict) -> Path:
+    """Make ``out`` a sweep directory for ``spec``: refuse a file or a non-empty directory
+    that is not a sweep; (re)write the marker."""
+    out = Path(out).resolve()
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a sweep directory")
+    if out.is_dir() and any(out.iterdir()) and not sweep_table.is_sweep(out):
+        raise ValueError(f"{out} is not empty and not an irbm sweep directory (no "
+                         f"{sweep_table.MARKER_FILE}); choose a new --out")
+    runs.check_writable(out)
+    runs.write_json(out / sweep_table.MARKER_FILE, {
+        "format": sweep_table.SWEEP_FORMAT, "version": sweep_table.SWEEP_VERSION,
+        "fixed": spec["fixed"], "grid": spec["grid"], "evaluation": spec["evaluation"],
+        "trials": list(spec["trials"]), "grid_values": spec["trials"]})
+    return out
+
+
+def _connect(workers, scheduler):
+    """(client, cluster or None): a client of ``scheduler``, or of a new LocalCluster of
+    ``workers`` single-threaded worker processes (default: the free cores)."""
+    from dask.distributed import Client, LocalCluster
+
+    from ._threads import default_threads
+    if scheduler is not None:
+        return Client(scheduler), None
+    workers = default_threads() if workers is None else int(workers)
+    if workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers}")
+    # Processes, not threads: torch holds the GIL in places and a killed trial must not take
+    # the others with it. Port 0: never collide with another sweep's dashboard.
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                           dashboard_address=":0")
+    return Client(cluster), cluster
+
+
+def _dashboard(client, local: bool) -> str | None:
+    # A local scheduler serves its status page only with bokeh installed (the link would
+    # answer 404 otherwise); a remote one's environment is not ours to inspect.
+    if local and importlib.util.find_spec("bokeh") is None:
+        return None
+    try:
+        return client.dashboard_link if "dashboard" in client.scheduler_info().get(
+            "services", {}) else None
+    except Exception:  # noqa: BLE001 -- the link is a convenience only
+        return None
+
+
+def _valid_nll(trial_dir) -> float:
+    try:
+        record, stale = runs.current_evaluation(trial_dir)
+        return record["nll"]["valid"]["mean"] if stale is None else math.inf
+    except (FileNotFoundError, ValueError, KeyError):
+        return math.inf
+
+
+def run_sweep(sweep, out, *, workers=None, scheduler=None, data_dir=None, threads: int = 1,
+              device=None, progress: bool = True, echo=None) -> dict:
+    """Run every trial of a sweep on Dask and write its table.
+
+    Parameters
+    ----------
+    sweep : path or dict
+        The sweep file (module docstring) or its content.
+    out : path
+        The sweep directory: new, empty, or a sweep to resume.
+    workers : int, optional
+        Worker processes of the local cluster (default: the free cores,
+        `irbm._threads.default_threads`). Ignored with ``scheduler``.
+    scheduler : str, optional
+        Address of an existing Dask scheduler (``tcp://host:8786``); its workers must see
+        ``out`` (a shared filesystem) and import this irbm.
+    data_dir : path, optional
+    threads : int
+        Torch threads of each trial.
+    device : str, optional
+        Torch device of each trial.
+    progress : bool
+        A progress bar (trials done / running / failed, best validation NLL).
+    echo : callable, optional
+        Receives the messages (default: the module's logger).
+
+    Returns
+    -------
+    dict
+        ``tables`` (the Markdown, HTML and CSV paths), ``done``, ``failed``, ``skipped``.
+    """
+    from tqdm.auto import tqdm
+    say = echo or logger.info
+    spec = read_sweep(sweep)
+    options = {"threads": check_setting("threads", threads), "device": device,
+               "data_dir": None if data_dir is None else str(Path(data_dir).resolve())}
+    out = prepare_sweep_directory(out, spec)
+    todo = {}
+    for name, point in spec["trials"].items():
+        mapping = {**spec["fixed"], **point}
+        # A data file relative to here means nothing to a worker in another directory.
+        mapping["dataset"] = workflows.dataset_key(mapping["dataset"])
+        if not is_finished(out / name, Settings.from_mapping(mapping).epochs):
+            todo[name] = mapping
+    skipped = len(spec["trials"]) - len(todo)
+    say(f"sweep of {len(spec['trials'])} trials into {out}: {skipped} finished already, "
+        f"{len(todo)} to run")
+    failed = []
+    if todo:
+        failed = _run_on_dask(todo, out, spec["evaluation"], options, workers, scheduler, say,
+                              tqdm(total=len(todo), unit="trial", disable=not progress))
+    tables = sweep_table.write_table(out)
+    say(f"sweep table: {', '.join(map(str, tables))}")
+    return {"tables": tables, "done": len(todo) - len(failed), "failed": failed,
+            "skipped": skipped}
+
+
+def _run_on_dask(todo, out, evaluation, options, workers, scheduler, say, bar) -> list[str]:
+    """Submit one task per trial, follow them, and return the names of the failed ones."""
+    from dask.distributed import as_completed
+    # Lines printed under a live progress bar would break it: tqdm.write keeps it whole.
+    note = say if bar.disable else bar.write
+    client, cluster = _connect(workers, scheduler)
+    try:
+        link = _dashboard(client, local=cluster is not None)
+        workers = client.scheduler_info()["workers"].values()
+        slots = sum(worker["nthreads"] for worker in workers)
+        note(f"Dask: {len(workers)} workers"
+            + (f"; dashboard {link}" if link else ""))
+        futures = {client.submit(run_trial, mapping, str(out / name), evaluation, **options,
+                                 pure=False, retries=2, key=f"irbm-trial {name} {out}"): name
+                   for name, mapping in todo.items()}
+        failed, best = [], (math.inf, None)
+        for finished, future in enumerate(as_completed(futures), 1):
+            name = futures[future]
+            try:
+                result = future.result()
+            except Exception as error:  # noqa: BLE001 -- e.g. KilledWorker after the retries
+                result = {"status": "failed", "error": f"{type(error).__name__}: {error}"}
+                (out / name).mkdir(exist_ok=True)
+                runs.write_json(out / name / sweep_table.STATUS_FILE, result)
+            if result["status"] == "failed":
+                failed.append(name)
+                note(f"trial {name} failed: {result['error']}")
+            nll = _valid_nll(out / name)
+            if nll < best[0]:
+                best = (nll, name)
+            # A worker may hold a queued task besides the one it runs: at most one per thread.
+            running = min(slots, sum(map(len, client.processing().values())))
+            bar.update(1)
+            bar.set_postfix(running=running, failed=len(failed),
+                            best=f"{best[0]:.3f}" if best[1] else "-")
+            note(f"{finished}/{len(todo)} trials over, {running} running, {len(failed)} failed; "
+                + (f"best validation NLL {best[0]:.3f} ({best[1]})" if best[1] else
+                   "no validation NLL yet"))
+        return failed
+    finally:
+        bar.close()
+        client.close()
+        if cluster is not None:
+            cluster.close()

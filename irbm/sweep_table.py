@@ -1,0 +1,180 @@
+"""Sweep directories and their results table.
+
+A sweep directory holds ``irbm-sweep.json`` (the marker: format, version, the sweep's fixed
+settings, grid, evaluation budget and trial names) and one ordinary run directory per trial.
+Each trial directory also holds ``trial-status.json`` once its task ended (done or failed, with
+the host and process) and, when the trial failed, ``error.txt`` (the traceback); a run without
+a status was interrupted ("unfinished"). The table is read from
+the run directories themselves, so it is the same whether the sweep has just run or not.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import logging
+import math
+from pathlib import Path
+
+from . import runs
+from ._io import atomic_write
+
+logger = logging.getLogger(__name__)
+
+MARKER_FILE = "irbm-sweep.json"
+SWEEP_FORMAT, SWEEP_VERSION = "irbm-sweep", 1
+STATUS_FILE = "trial-status.json"
+ERROR_FILE = "error.txt"
+TABLE_NAME = "sweep"  # sweep.md, sweep.html, sweep.csv
+
+
+def is_sweep(directory) -> bool:
+    """Whether ``directory`` holds a sweep marker of this format and version."""
+    marker = Path(directory) / MARKER_FILE
+    if not marker.is_file():
+        return False
+    content = runs.read_json(marker)
+    if not isinstance(content, dict) or content.get("format") != SWEEP_FORMAT:
+        raise ValueError(f"{marker} is not an irbm sweep marker")
+    if content.get("version") != SWEEP_VERSION:
+        raise ValueError(f"{directory} is a sweep of format version {content.get('version')}; "
+                         f"this irbm reads version {SWEEP_VERSION}")
+    return True
+
+
+def read_marker(directory) -> dict:
+    if not is_sweep(directory):
+        raise ValueError(f"{directory} is not an irbm sweep directory (no {MARKER_FILE})")
+    return runs.read_json(Path(directory) / MARKER_FILE)
+
+
+def trial_dirs(directory) -> list[Path]:
+    """The sweep's trial run directories, in grid order."""
+    return [Path(directory) / name for name in read_marker(directory)["trials"]]
+
+
+def evaluated_trial_dirs(directory) -> list[Path]:
+    """The trials that have an evaluation of their current model (what `irbm report` shows);
+    the others are logged and left out."""
+    found = []
+    for trial in trial_dirs(directory):
+        try:
+            if runs.is_run(trial) and runs.current_evaluation(trial)[1] is None:
+                found.append(trial)
+                continue
+        except (FileNotFoundError, ValueError):
+            pass
+        logger.warning("%s: no evaluation of its current model; left out of the report", trial)
+    return found
+
+
+def expand_sweeps(directories) -> list[Path]:
+    """Run directories, with every sweep directory replaced by its evaluated trials."""
+    expanded = []
+    for directory in map(Path, directories):
+        expanded.extend(evaluated_trial_dirs(directory) if is_sweep(directory) else [directory])
+    return expanded
+
+
+def read_status(trial_dir) -> dict:
+    return runs.read_json(Path(trial_dir) / STATUS_FILE, default={"status": "pending"})
+
+
+# ---------------------------------------------------------------------------- rows
+def trial_row(trial_dir, grid_values: dict) -> dict:
+    """One table row from the trial's run directory: its grid values, epochs, size, the NLLs
+    of its current evaluation with the AIS effective sample size, time and status."""
+    trial_dir = Path(trial_dir)
+    status = read_status(trial_dir)
+    row = {"trial": trial_dir.name, **{k: str(v) for k, v in grid_values.items()},
+           "family": "", "epochs": "", "n_hidden": "", "valid NLL": "", "test NLL": "",
+           "AIS ESS": "", "reliable": "", "seconds": "", "status": status["status"],
+           "best": "", "_valid": math.inf}
+    if row["status"] == "failed":
+        row["status"] = "failed: " + (status.get("error", "").splitlines() or [""])[0][:80]
+    if not runs.is_run(trial_dir):
+        return row
+    if row["status"] == "pending":  # a run without an outcome: interrupted
+        row["status"] = "unfinished"
+    history = runs.read_json(trial_dir / runs.HISTORY_FILE, default={"history": []})["history"]
+    seconds = sum(epoch.get("seconds", 0.0) for epoch in history)
+    row.update(family=runs.read_settings(trial_dir).family,
+               epochs=str(history[-1]["epoch"] if history else 0))
+    try:
+        record, stale = runs.current_evaluation(trial_dir)
+    except FileNotFoundError:
+        record, stale = None, "not evaluated"
+    if record is not None and stale is None:
+        nll = record["nll"]
+        row.update(n_hidden=str(record["n_hidden"]), **{
+            f"{split} NLL": f"{nll[split]['mean']:.3f} +/- {nll[split]['stderr']:.3f}"
+            for split in ("valid", "test") if split in nll})
+        row["AIS ESS"] = f"{record['effective_sample_size']:.1f} / {record['n_chains']}"
+        # Why: the warnings say when ln Z is likely underestimated (NLL too good).
+        row["reliable"] = "no" if record.get("warnings") else "yes"
+        row["_valid"] = nll.get("valid", {}).get("mean", math.inf)
+        seconds += record.get("ais_seconds", 0.0)
+    row["seconds"] = f"{seconds:.1f}"
+    return row
+
+
+def sweep_rows(directory) -> list[dict]:
+    """Every trial's row, the best trial of each family by validation NLL marked ``*``."""
+    marker = read_marker(directory)
+    rows = [trial_row(Path(directory) / name, marker["grid_values"][name])
+            for name in marker["trials"]]
+    best = {}
+    for row in rows:
+        if math.isfinite(row["_valid"]) and row["_valid"] < best.get(row["family"],
+                                                                     (math.inf,))[0]:
+            best[row["family"]] = (row["_valid"], row)
+    for _, row in best.values():
+        row["best"] = "*"
+    return rows
+
+
+def _columns(rows) -> list[str]:
+    return [c for c in rows[0] if not c.startswith("_")] if rows else ["trial"]
+
+
+# ---------------------------------------------------------------------------- writing
+def markdown_table(rows) -> str:
+    columns = _columns(rows)
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    lines += ["| " + " | ".join(row[c].replace("|", "/") for c in columns) + " |"
+              for row in rows]
+    return "\n".join(lines)
+
+
+def html_table(rows, title: str) -> str:
+    columns = _columns(rows)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(row[c])}</td>" for c in columns)
+                   + "</tr>" for row in rows)
+    style = ("body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+             "td,th{border:1px solid #999;padding:4px 10px;text-align:right}")
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
+            f"</title><style>{style}</style></head><body><h1>{html.escape(title)}</h1>"
+            f"<p>NLL in nats (AIS, +/- one standard error); * best validation NLL of its "
+            f"family.</p><table><tr>{head}</tr>{body}</table></body></html>")
+
+
+def write_table(directory) -> tuple[Path, Path, Path]:
+    """Write sweep.md, sweep.html and sweep.csv into the sweep directory; return the paths."""
+    directory = Path(directory)
+    rows = sweep_rows(directory)
+    columns = _columns(rows)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, columns, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    title = f"irbm sweep {directory.name}"
+    paths = [directory / f"{TABLE_NAME}.{ext}" for ext in ("md", "html", "csv")]
+    markdown = (f"# {title}\n\nNLL in nats (AIS, +/- one standard error); * best validation "
+                f"NLL of its family.\n\n{markdown_table(rows)}\n")
+    texts = [markdown, html_table(rows, title), buffer.getvalue()]
+    for path, text in zip(paths, texts):
+        with atomic_write(path, "w") as stream:
+            stream.write(text)
+    return tuple(paths)

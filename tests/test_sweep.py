@@ -1,0 +1,162 @@
+"""`irbm sweep`: a grid of trials on a Dask LocalCluster, resumed, reported, fault tolerant.
+
+Tiny models on the embedded digits (8 hidden units, a few epochs, AIS with 20 chains and 100
+temperatures) so that the whole file stays well under a minute on a busy 2-core machine."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from irbm import checkpoint as ckpt
+from irbm import runs
+from irbm.sweep import read_sweep, run_sweep
+from irbm.sweep_table import ERROR_FILE, MARKER_FILE, STATUS_FILE
+from irbm.workflows import report_runs
+
+BASE = {"family": "irbm", "dataset": "digits", "n_hidden": 8, "epochs": 2,
+        "evaluation": {"chains": 20, "betas": 100}}
+GRID = {**BASE, "grid": {"lr": [0.1, 0.05], "l1": [0.0, 0.001]}}
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep") / "out"
+    result = run_sweep(GRID, out, workers=2, progress=False)
+    return out, result
+
+
+def _table(out) -> list[dict]:
+    with open(out / "sweep.csv") as stream:
+        return list(csv.DictReader(stream))
+
+
+def test_every_trial_of_the_grid_finishes_and_is_tabled_from_its_run_directory(swept):
+    out, result = swept
+    assert result["done"] == 4 and not result["failed"]
+    rows = _table(out)
+    assert [row["trial"] for row in rows] == ["lr=0.1,l1=0.0", "lr=0.1,l1=0.001",
+                                              "lr=0.05,l1=0.0", "lr=0.05,l1=0.001"]
+    for row in rows:
+        record, stale = runs.current_evaluation(out / row["trial"])
+        assert stale is None and row["status"] == "done" and row["epochs"] == "2"
+        assert row["valid NLL"].startswith(f"{record['nll']['valid']['mean']:.3f}")
+        assert row["test NLL"].startswith(f"{record['nll']['test']['mean']:.3f}")
+        assert row["n_hidden"] == str(record["n_hidden"])
+        assert row["reliable"] == ("no" if record["warnings"] else "yes")
+    assert sum(row["best"] == "*" for row in rows) == 1  # one family
+    assert (out / "sweep.md").read_text().count("| lr=") == 4
+    assert "<table>" in (out / "sweep.html").read_text()
+
+
+def test_rerunning_a_finished_sweep_trains_nothing(swept):
+    out, _ = swept
+    files = [out / row["trial"] / name for row in _table(out)
+             for name in (ckpt.TRAINER_FILE, runs.HISTORY_FILE, runs.EVALUATION_FILE)]
+    before = [path.stat().st_mtime_ns for path in files]
+    result = run_sweep(GRID, out, workers=2, progress=False)
+    assert result["skipped"] == 4 and result["done"] == 0
+    assert [path.stat().st_mtime_ns for path in files] == before
+
+
+def test_the_command_line_resumes_a_sweep_from_its_file(swept, tmp_path):
+    from _cli_helpers import run_cli
+    out, _ = swept
+    path = tmp_path / "sweep.toml"
+    path.write_text('family = "irbm"\ndataset = "digits"\nn_hidden = 8\nepochs = 2\n'
+                    "[evaluation]\nchains = 20\nbetas = 100\n"
+                    "[grid]\nlr = [0.1, 0.05]\nl1 = [0.0, 0.001]\n")
+    result = run_cli("sweep", path, "--out", out, "--workers", "1", "--no-progress")
+    assert result.code == 0, result.err
+    assert "4 finished already, 0 to run" in result.out
+    report = run_cli("report", out, "--out", tmp_path / "report")
+    assert report.code == 0, report.err
+    assert (tmp_path / "report" / "report.md").read_text().count("| iRBM") == 4
+    bad = run_cli("sweep", path, "--out", out, "--workers", "1", "--scheduler", "tcp://x:1")
+    assert bad.code == 2 and "not allowed with argument" in bad.err
+
+
+def test_report_accepts_a_sweep_directory(swept, tmp_path):
+    out, _ = swept
+    markdown, _ = report_runs([out], tmp_path / "report")
+    assert markdown.read_text().count("| iRBM") == 4
+
+
+def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    (tmp_path / "bad.csv").write_text("0,1,2\n" * 20)  # valid settings, not 0/1 data
+    fixed = {key: value for key, value in BASE.items() if key != "dataset"}
+    sweep = {**fixed, "epochs": 1, "grid": {"dataset": ["digits", "bad.csv"]}}
+    monkeypatch.chdir(tmp_path)  # a relative data file: the sweep hands workers its full path
+    result = run_sweep(sweep, tmp_path / "out", workers=1, progress=False)
+    assert result["done"] == 1 and result["failed"] == ["dataset=bad.csv"]
+    failed = tmp_path / "out" / "dataset=bad.csv"
+    assert "Traceback" in (failed / ERROR_FILE).read_text()
+    status = runs.read_json(failed / STATUS_FILE)
+    assert status["status"] == "failed" and str(tmp_path / "bad.csv") in status["error"]
+    statuses = {row["trial"]: row["status"] for row in _table(tmp_path / "out")}
+    assert statuses["dataset=digits"] == "done"
+    assert statuses["dataset=bad.csv"].startswith("failed: ValueError")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"grid": {"lr": [0.1, -1.0]}}, "grid.lr: lr must be a finite number > 0, got -1.0"),
+    ({"grid": {"beta": [1.01, 0.5]}}, "grid point beta=0.5"),
+    ({"grid": {"lrr": [0.1]}}, "unknown settings grid.lrr"),
+    ({"grid": {"epochs": [1, 2]}}, "epochs both fixed and in [grid]"),
+    ({"grid": {"lr": []}}, "grid.lr must be a non-empty list"),
+    ({"grid": {"lr": 0.1}}, "grid.lr must be a non-empty list"),
+    ({"evaluation": {"chains": 0}}, "evaluation.chains must be an integer >= 1"),
+    ({"evaluation": {"temps": 3}}, "unknown keys in [evaluation]: temps"),
+    ({"threads": 2}, "unknown settings threads"),
+])
+def test_every_grid_point_is_validated_before_anything_runs(tmp_path, change, message):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")
+                       .replace("+", r"\+")):
+        run_sweep({**BASE, **change}, tmp_path / "out", workers=1, progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_sweep_file_is_read_and_a_foreign_directory_refused(tmp_path):
+    path = tmp_path / "sweep.toml"
+    path.write_text('family = "rbm"\ndataset = "digits"\n[grid]\nlr = [0.1, 0.05]\n')
+    assert list(read_sweep(path)["trials"]) == ["lr=0.1", "lr=0.05"]
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "x").write_text("")
+    with pytest.raises(ValueError, match="not an irbm sweep directory"):
+        run_sweep(path, tmp_path / "other", workers=1, progress=False)
+
+
+def test_a_worker_killed_mid_trial_has_its_trial_resumed_from_the_checkpoint(tmp_path):
+    from dask.distributed import Client, LocalCluster
+    out = tmp_path / "out"
+    sweep = {**BASE, "epochs": 30, "grid": {"lr": [0.05]}}
+    history_file = out / "lr=0.05" / runs.HISTORY_FILE
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        results = []
+        thread = threading.Thread(target=lambda: results.append(run_sweep(
+            sweep, out, scheduler=cluster.scheduler_address, progress=False)))
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not (history_file.exists() and len(runs.read_json(history_file)["history"]) >= 2):
+            assert time.monotonic() < deadline, "the trial never checkpointed"
+            time.sleep(0.05)
+        pids = client.run(os.getpid)
+        busy = [address for address, keys in client.processing().items() if keys]
+        os.kill(pids[busy[0]], signal.SIGKILL)
+        before = runs.read_json(history_file)["history"]
+        thread.join(timeout=120)
+    assert results and results[0]["done"] == 1, results
+    assert len(before) < 30, "the trial finished before the kill: make it longer"
+    after = runs.read_json(history_file)["history"]
+    assert [epoch["epoch"] for epoch in after] == list(range(1, 31))
+    # Resumed, not restarted: the epochs trained before the kill are the ones recorded then
+    # (their measured seconds would differ had they been trained again).
+    assert after[:len(before)] == before
+    assert runs.current_evaluation(out / "lr=0.05")[1] is None
+    assert (out / MARKER_FILE).exists()
