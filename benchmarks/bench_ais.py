@@ -14,12 +14,18 @@ from __future__ import annotations
 import argparse
 
 import torch
+from _common import (
+    conditions,
+    interleaved,
+    median_ms,
+    median_ratio,
+    start_busy_core,
+    table,
+    threads,
+)
 
 import irbm
 from irbm.models import UniformSource
-
-from _common import conditions, interleaved, median_ms, median_ratio, start_busy_core, table, \
-    threads
 
 N_VISIBLE = 784
 FAMILIES = ("rbm", "orbm", "irbm")

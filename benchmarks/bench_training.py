@@ -54,13 +54,19 @@ import math
 
 import numpy as np
 import torch
+from _common import (
+    conditions,
+    interleaved,
+    median_ms,
+    median_ratio,
+    start_busy_core,
+    table,
+    threads,
+)
 
 import irbm
 from irbm._threads import default_threads
 from irbm.training import Trainer
-
-from _common import (conditions, interleaved, median_ms, median_ratio, start_busy_core, table,
-                     threads)
 
 N_VISIBLE, BATCH, K = 784, 64, 10
 FAMILIES = ("rbm", "orbm", "irbm")
@@ -80,7 +86,8 @@ def make_model(family: str, n_visible: int, n_hidden: int, grow: bool = False):
 
 
 def data(rows: int, n_visible: int, seed: int = 0) -> torch.Tensor:
-    return torch.rand(rows, n_visible, generator=torch.Generator().manual_seed(seed)).lt(0.2).float()
+    generator = torch.Generator().manual_seed(seed)
+    return torch.rand(rows, n_visible, generator=generator).lt(0.2).float()
 
 
 def update_runner(model, k: int, persistent: bool = True, batch: torch.Tensor | None = None):
@@ -146,7 +153,7 @@ def sklearn_table(args):
                 sk_data = batch.numpy().astype(np.float32)
                 sk.partial_fit(sk_data)
                 times = interleaved({
-                    "sklearn": lambda: sk.partial_fit(sk_data),
+                    "sklearn": lambda sk=sk, sk_data=sk_data: sk.partial_fit(sk_data),
                     "cd1": update_runner(make_model("rbm", args.visible, n_hidden), 1, False),
                     "pcd1": update_runner(make_model("rbm", args.visible, n_hidden), 1, True),
                 }, args.repeats)
@@ -171,14 +178,15 @@ def growth_table(args):
             chunk, position = 10, 0
             spent = {"irbm": [], "rbm": []}
 
-            def updates(trainer):
+            def updates(trainer, start, count):
                 def run():
-                    for i in range(chunk):
-                        first = ((position + i) * BATCH) % (train.shape[0] - BATCH)
+                    for i in range(count):
+                        first = ((start + i) * BATCH) % (train.shape[0] - BATCH)
                         trainer.update(train[first:first + BATCH])
                 return run
             for _ in range(args.growth_updates // chunk):
-                times = interleaved({"irbm": updates(infinite), "rbm": updates(fixed)}, 1, 0)
+                times = interleaved({"irbm": updates(infinite, position, chunk),
+                                     "rbm": updates(fixed, position, chunk)}, 1, 0)
                 position += chunk
                 for name in spent:
                     spent[name] += times[name]
@@ -189,7 +197,8 @@ def growth_table(args):
                                     cd_k=K, batch_size=BATCH, progress=False)
         updates_done = len(spent["irbm"]) * chunk
         rows.append([f"{n_hidden} -> {infinite.model.n_hidden}", updates_done,
-                     1e3 * sum(spent["irbm"]) / updates_done, 1e3 * sum(spent["rbm"]) / updates_done,
+                     1e3 * sum(spent["irbm"]) / updates_done,
+                     1e3 * sum(spent["rbm"]) / updates_done,
                      median_ratio(spent["irbm"], spent["rbm"])])
     print(f"\n### iRBM with growth vs RBM of the same current size (PCD-{K}, 4100 x "
           f"{args.visible} data, {args.threads[0]} thread(s))\n")

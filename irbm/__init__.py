@@ -7,8 +7,16 @@ Implements the RBM, the ordered RBM and the infinite RBM of Cote & Larochelle,
 import importlib
 
 from .checkpoint import load, save
-from .models import (FAMILIES, RBM, EnergyModel, HiddenState, InfiniteRBM, OrderedRBM, build_model,
-                     register_family)
+from .models import (
+    FAMILIES,
+    RBM,
+    EnergyModel,
+    HiddenState,
+    InfiniteRBM,
+    OrderedRBM,
+    build_model,
+    register_family,
+)
 from .training import Callback, Trainer
 
 __version__ = "0.1.0"

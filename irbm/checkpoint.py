@@ -39,7 +39,8 @@ def _checksum(tensors: dict[str, torch.Tensor], metadata_json: str) -> str:
     for name in sorted(tensors):
         tensor = tensors[name].detach().contiguous().cpu()
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
-        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+        if tensor.numel():
+            digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()
 
 

@@ -35,7 +35,8 @@ def run_evaluate(args):
     record = workflows.evaluate_run(run_dir, n_chains=args.chains, n_betas=args.betas,
                                     base=args.base, seed=args.seed,
                                     which="latest" if args.latest else "best",
-                                    raise_rows=args.raise_rows, data_dir=args.data_dir, device=args.device, echo=print)
+                                    raise_rows=args.raise_rows, data_dir=args.data_dir,
+                                    device=args.device, echo=print)
     print(f"  ln Z = {record['log_z']:.3f}  [{record['log_z_low']:.3f}, "
           f"{record['log_z_high']:.3f}]  -> {run_dir / runs.EVALUATION_FILE}")
     return record

@@ -220,7 +220,7 @@ class Settings:
         return {name: (getattr(self, name) if name in SPECS and getattr(self, name) is not None
                        else default) for name, default in options.items()}
 
-    def resolved(self) -> "Settings":
+    def resolved(self) -> Settings:
         """These settings with the family's defaults written in (what a run records)."""
         return replace(self, **{name: value for name, value in self.model_options().items()
                                 if name in SPECS})
@@ -241,7 +241,7 @@ class Settings:
                 if spec.group != "system"}
 
     @classmethod
-    def from_mapping(cls, values: dict, source: str = "settings") -> "Settings":
+    def from_mapping(cls, values: dict, source: str = "settings") -> Settings:
         """Settings from a dict of field names (a record, a config file plus the command line);
         unknown keys are refused, missing ones take the defaults."""
         unknown = sorted(set(values) - set(SPECS))

@@ -47,22 +47,22 @@ class Callback:
     ``on_hidden_layout`` lets a callback keep per-unit statistics aligned with the units.
     """
 
-    def on_fit_start(self, trainer: "Trainer"):
+    def on_fit_start(self, trainer: Trainer):
         pass
 
-    def on_update_start(self, trainer: "Trainer", batch: torch.Tensor):
+    def on_update_start(self, trainer: Trainer, batch: torch.Tensor):
         pass
 
-    def on_update_end(self, trainer: "Trainer", batch: torch.Tensor):
+    def on_update_end(self, trainer: Trainer, batch: torch.Tensor):
         pass
 
-    def on_hidden_layout(self, trainer: "Trainer", index: torch.Tensor):
+    def on_hidden_layout(self, trainer: Trainer, index: torch.Tensor):
         pass
 
-    def on_epoch_end(self, trainer: "Trainer", metrics: dict):
+    def on_epoch_end(self, trainer: Trainer, metrics: dict):
         pass
 
-    def on_fit_end(self, trainer: "Trainer"):
+    def on_fit_end(self, trainer: Trainer):
         pass
 
 

@@ -282,8 +282,9 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, seed=0, whi
         upper = raise_nll(model, rows, n_betas=n_betas, seed=seed, base=base,
                           base_data=torch.as_tensor(dataset.train), progress=progress)
         record["raise"] = upper.summary()
-        say(f"  test  NLL = {upper.mean:.3f} +/- {upper.stderr:.3f} by RAISE, conservative ({len(rows)} "
-            f"examples; AIS on the same rows: {nll(model, rows, result.log_z)[0]:.3f})")
+        say(f"  test  NLL = {upper.mean:.3f} +/- {upper.stderr:.3f} by RAISE, conservative "
+            f"({len(rows)} examples; AIS on the same rows: "
+            f"{nll(model, rows, result.log_z)[0]:.3f})")
     with atomic_write(run_dir / runs.AIS_WEIGHTS_FILE) as stream:
         np.save(stream, result.log_weights.numpy())
     runs.append_evaluation(run_dir, record)

@@ -7,11 +7,15 @@ import pytest
 import torch
 from torch.nn import functional
 
-from irbm import InfiniteRBM, OrderedRBM, RBM
+from irbm import RBM, InfiniteRBM, OrderedRBM, ais
+from irbm.ais import (
+    base_log_partition,
+    convergence_curve,
+    estimate_log_partition,
+    log_mean_interval,
+    make_betas,
+)
 from irbm.models import BipartiteModel
-from irbm import ais
-from irbm.ais import (base_log_partition, convergence_curve, estimate_log_partition,
-                      log_mean_interval, make_betas)
 
 FAMILIES = ("rbm", "orbm", "irbm")
 N_VISIBLE, N_HIDDEN = 16, 10

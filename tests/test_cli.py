@@ -25,10 +25,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _cli_helpers import (
+    assert_clean_error,
+    assert_ok,
+    numbers,
+    parse_markdown_table,
+    png_stats,
+    run_cli,
+    snapshot,
+    subprocess_environment,
+)
 
 import irbm
-from _cli_helpers import (assert_clean_error, assert_ok, numbers, parse_markdown_table,
-                          png_stats, run_cli, snapshot, subprocess_environment)
 from irbm.ais import estimate_log_partition
 from irbm.checkpoint import read_checkpoint
 from irbm.datasets import load_dataset
@@ -862,6 +870,7 @@ def test_demo_quick_runs_end_to_end(tmp_path):
 def test_binarize_option_for_user_files(tmp_path, capsys):
     """Grey-level user data is refused with a hint, and accepted with --binarize."""
     import numpy as np
+
     from irbm.cli import main
     values = np.random.default_rng(0).random((60, 9))
     path = tmp_path / "grey.npy"

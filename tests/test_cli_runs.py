@@ -19,9 +19,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from _cli_helpers import (assert_clean_error, assert_ok, numbers, parse_markdown_table, run_cli,
-                          snapshot)
+from _cli_helpers import (
+    assert_clean_error,
+    assert_ok,
+    numbers,
+    parse_markdown_table,
+    run_cli,
+    snapshot,
+)
 
 TINY = ["--n-hidden", 8, "--epochs", 1, "--cd-k", 1, "--quiet", "--train-size", 200,
         "--valid-size", 50, "--test-size", 50]

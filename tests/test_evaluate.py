@@ -5,13 +5,13 @@ import math
 import numpy as np
 import pytest
 import torch
+from test_ais import FAMILIES, make_model, prototype_data, train_exactly
 
 import irbm
 import irbm.sampling
 from irbm import evaluate
 from irbm.ais import AISResult
 from irbm.evaluate import ais_nll, free_energies, nll
-from test_ais import FAMILIES, make_model, prototype_data, train_exactly
 
 
 @pytest.fixture(autouse=True)

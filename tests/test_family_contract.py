@@ -13,15 +13,14 @@ import math
 import numpy as np
 import pytest
 import torch
+from family_constant_penalty import ConstantPenaltyOrderedRBM
 
 import irbm
-from irbm import ais, checkpoint
+from irbm import ais
 from irbm.models import FAMILIES as REGISTRY
 from irbm.models import binary_configurations, build_model
 from irbm.strategies import RandomPermutation
 from irbm.training import Trainer
-
-from family_constant_penalty import ConstantPenaltyOrderedRBM
 
 N_VISIBLE = 5
 

@@ -12,8 +12,6 @@ import numpy as np
 import pytest
 import torch
 from scipy.special import logsumexp
-
-import irbm
 from test_models_reference import (
     EXAMPLES,
     ORDERED_EXAMPLES,
@@ -27,6 +25,8 @@ from test_models_reference import (
     own_energy,
     reference,
 )
+
+import irbm
 
 RTOL, ATOL = 1e-10, 1e-10
 
@@ -188,14 +188,14 @@ def test_irbm_log_p_z_tail_is_orbm_mass_beyond_l(example):
     """With many zero units, the oRBM's log P(z|v) for z <= l matches the iRBM's first l columns,
     and the oRBM's total mass on z > l matches the iRBM's tail column log P(z > l | v)."""
     p = example.params()
-    l = p.n_hidden
+    n_trained = p.n_hidden
     V = _visibles(example)
     got = example.build().log_p_z_given_v(V).detach().numpy()
     orbm = _padded_orbm(p, ZERO_UNITS[example.beta][-1])
     expected = orbm.log_p_z_given_v(V).detach().numpy()
-    np.testing.assert_allclose(got[:, :l], expected[:, :l], rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(got[:, l], logsumexp(expected[:, l:], axis=1), rtol=1e-10,
-                               atol=1e-12)
+    np.testing.assert_allclose(got[:, :n_trained], expected[:, :n_trained], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(got[:, n_trained], logsumexp(expected[:, n_trained:], axis=1),
+                               rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("example", example_params(IRBM_LIMIT_EXAMPLES))
@@ -262,6 +262,6 @@ def test_zero_parameter_irbm_has_closed_form_partition():
     for beta in (1.01, 1.5, 3.0):
         r = 2.0 ** (1 - beta)
         expected = 4 * np.log(2) + np.log(r / (1 - r))
-        for l in (1, 3):
-            model = irbm.InfiniteRBM(4, n_hidden=l, beta=beta, dtype=torch.float64)
+        for n_trained in (1, 3):
+            model = irbm.InfiniteRBM(4, n_hidden=n_trained, beta=beta, dtype=torch.float64)
             assert model.log_partition_exact() == pytest.approx(expected, rel=1e-12)

@@ -13,15 +13,15 @@ import math
 import numpy as np
 import pytest
 import torch
-from torch import nn
-
-import irbm
 from test_models_reference import (
     EXAMPLES,
     ORDERED_EXAMPLES,
     all_binary,
     example_params,
 )
+from torch import nn
+
+import irbm
 
 
 def _visibles(example, dtype=torch.float64) -> torch.Tensor:

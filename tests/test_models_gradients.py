@@ -8,8 +8,6 @@ import numpy as np
 import pytest
 import torch
 from scipy.special import expit
-from torch import nn
-
 from test_models_reference import (
     EXAMPLES,
     Example,
@@ -18,6 +16,7 @@ from test_models_reference import (
     example_params,
     reference,
 )
+from torch import nn
 
 
 class _FreeEnergy(nn.Module):

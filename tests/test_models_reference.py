@@ -326,8 +326,8 @@ class BruteForce:
         return p_s_given_v @ p_v_given_s.T
 
 
-@functools.lru_cache(maxsize=None)
-def reference(example: "Example") -> BruteForce:
+@functools.cache
+def reference(example: Example) -> BruteForce:
     """The (memoized) brute force of an example with the paper's energy. Do not mutate."""
     return BruteForce(example.params())
 

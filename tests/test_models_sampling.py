@@ -21,8 +21,6 @@ import pytest
 import torch
 from scipy.special import logsumexp
 from scipy.stats import chisquare
-
-import irbm
 from test_models_reference import (
     EXAMPLES,
     ORDERED_EXAMPLES,
@@ -34,6 +32,8 @@ from test_models_reference import (
     reference,
     visible_index,
 )
+
+import irbm
 
 P_MIN = 1e-3  # chi-square tests must give p > P_MIN
 N_DRAWS = 20_000  # draws per conditioning value in the conditional tests

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import torch
 from scipy.special import logsumexp
-
 from test_models_reference import (
     LN2,
     BruteForce,

@@ -11,7 +11,6 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 import pytest
-
 from _cli_helpers import REPOSITORY, subprocess_environment
 
 PACKAGE = REPOSITORY / "irbm"

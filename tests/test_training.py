@@ -320,6 +320,7 @@ def test_pruning_removes_only_zero_units_and_keeps_the_distribution():
 def test_tampered_metadata_is_detected(tmp_path):
     """The checksum covers the JSON metadata too: a changed beta must not load silently."""
     import json
+
     from safetensors import safe_open
     from safetensors.torch import save_file
     path = tmp_path / "m.safetensors"

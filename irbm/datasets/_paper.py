@@ -29,7 +29,8 @@ CALTECH_URL_ENV = "IRBM_CALTECH_URL"
 MNIST_MIRRORS = ("https://ossci-datasets.s3.amazonaws.com/mnist/",
                  "https://storage.googleapis.com/cvdf-datasets/mnist/")
 # sha256 of the *decompressed* idx files, so a re-gzipped mirror is accepted too. Derived from
-# the reference mnist.npz (see PUBLISHED_SHA256) and cross-checked: the same bytes have the published md5s
+# the reference mnist.npz (see PUBLISHED_SHA256) and cross-checked: the same bytes have the
+# published md5s
 # (train images 6bbc9ace..., train labels a25bea73..., test images 2646ac64..., test labels
 # 27ae3e4e...).
 MNIST_FILES = {

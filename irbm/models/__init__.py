@@ -7,8 +7,15 @@ for it without any other change.
 """
 
 from ._annealing import AnnealingPath, UniformSource
-from ._base import (EnergyModel, Gradients, HiddenState, ParameterSpec, bernoulli,
-                    binary_configurations, take_units)
+from ._base import (
+                    EnergyModel,
+                    Gradients,
+                    HiddenState,
+                    ParameterSpec,
+                    bernoulli,
+                    binary_configurations,
+                    take_units,
+)
 from ._bipartite import BipartiteModel, BipartitePath
 from ._registry import FAMILIES, build_model, family_class, register_family
 from .infinite import InfiniteRBM
@@ -16,6 +23,7 @@ from .ordered import OrderedRBM
 from .rbm import RBM
 
 __all__ = ["EnergyModel", "Gradients", "BipartiteModel", "HiddenState", "ParameterSpec",
-           "AnnealingPath", "BipartitePath", "UniformSource", "RBM", "OrderedRBM", "InfiniteRBM", "FAMILIES",
+           "AnnealingPath", "BipartitePath", "UniformSource", "RBM", "OrderedRBM", "InfiniteRBM",
+           "FAMILIES",
            "build_model", "family_class", "register_family", "binary_configurations",
            "take_units", "bernoulli"]

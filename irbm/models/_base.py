@@ -138,7 +138,7 @@ class EnergyModel(nn.Module, abc.ABC):
         return next(self.parameters()).device
 
     @abc.abstractmethod
-    def reset_parameters(self, generator: torch.Generator | None = None) -> "EnergyModel":
+    def reset_parameters(self, generator: torch.Generator | None = None) -> EnergyModel:
         """Draw the family's initial parameters from ``generator`` (default: seed 0)."""
 
     @abc.abstractmethod
@@ -358,7 +358,7 @@ class EnergyModel(nn.Module, abc.ABC):
             free = model64._free_energy(v.to(torch.float64))
         return -free - model64.log_partition_exact()
 
-    def as_float64(self) -> "EnergyModel":
+    def as_float64(self) -> EnergyModel:
         """This model, or a float64 copy sharing nothing with it (for exact computations)."""
         if self.dtype == torch.float64:
             return self

@@ -18,7 +18,7 @@ from torch import nn
 from torch.nn import functional
 
 from ._annealing import AnnealingPath, UniformSource
-from ._base import EnergyModel, HiddenState, ParameterSpec, bernoulli
+from ._base import EnergyModel, HiddenState, ParameterSpec
 
 # Pseudo-counts, as a fraction of the number of examples, added to both outcomes of each visible
 # unit before taking the data's base rate: Salakhutdinov & Murray's code adds 5 per 100 examples

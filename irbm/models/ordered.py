@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch.nn import functional
-
-import math
 
 from ._base import Gradients, HiddenState, binary_configurations
 from ._bipartite import BipartiteModel, BipartitePath
@@ -233,7 +233,8 @@ class OrderedRBM(BipartiteModel):
                 "c": -(row_weights @ v),
             })
             if weights.shape[1] > self.n_hidden:
-                # A zero unit has sigmoid(0) = 1/2 and d beta_i / d b_i = beta sigmoid(0) = beta / 2.
+                # A zero unit has sigmoid(0) = 1/2 and d beta_i / d b_i = beta sigmoid(0),
+                # i.e. beta / 2.
                 tail = weights[:, self.n_hidden]
                 gradients.appended = {"W": 0.5 * (tail @ v).unsqueeze(0),
                                       "b": (0.5 * (1.0 - self.beta) * tail.sum()).reshape(1)}

@@ -12,9 +12,19 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ._canvas import (FILTER_CMAP, add_heading, as_numpy, check_image_shape, draw_mosaic,
-                      finish_figure, heading_inches, mosaic_figure, new_figure, pixel_caption,
-                      tile_images)
+from ._canvas import (
+    FILTER_CMAP,
+    add_heading,
+    as_numpy,
+    check_image_shape,
+    draw_mosaic,
+    finish_figure,
+    heading_inches,
+    mosaic_figure,
+    new_figure,
+    pixel_caption,
+    tile_images,
+)
 
 __all__ = ["image_grid", "plot_filters", "plot_samples", "plot_chain_evolution"]
 

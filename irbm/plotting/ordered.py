@@ -10,8 +10,18 @@ import math
 import numpy as np
 import torch
 
-from ._canvas import (add_heading, as_numpy, check_image_shape, check_order, draw_mosaic,
-                      finish_figure, heading_inches, new_figure, pixel_caption, tile_images)
+from ._canvas import (
+    add_heading,
+    as_numpy,
+    check_image_shape,
+    check_order,
+    draw_mosaic,
+    finish_figure,
+    heading_inches,
+    new_figure,
+    pixel_caption,
+    tile_images,
+)
 
 __all__ = ["plot_p_z_given_v", "top_inputs_by_z_interval", "plot_top_inputs_by_z_interval",
            "quantile_z_intervals", "equal_width_z_intervals"]

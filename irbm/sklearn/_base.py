@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 import time
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -32,9 +32,9 @@ except ImportError:  # scipy < 1.11 has sparse matrices only
     from scipy.sparse import spmatrix as _SparseArray
 
 #: Dense arrays, array-likes and scipy sparse matrices/arrays of shape (n_samples, n_features).
-MatrixLike = Union[npt.ArrayLike, sparse.spmatrix, _SparseArray]
+MatrixLike = npt.ArrayLike | sparse.spmatrix | _SparseArray
 #: ``random_state`` as scikit-learn takes it.
-RandomStateLike = Union[int, np.random.RandomState, None]
+RandomStateLike = int | np.random.RandomState | None
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _OPTIMIZERS = ("sgd", "adagrad")
@@ -178,7 +178,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         return rng.random_sample(rows.shape) < rows
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X: MatrixLike, y: Any = None) -> "_BaseBernoulliRBM":
+    def fit(self, X: MatrixLike, y: Any = None) -> _BaseBernoulliRBM:
         """Fit the model to X by ``n_iter`` epochs of minibatch CD-k / PCD-k (irbm.Trainer).
 
         Parameters
@@ -210,7 +210,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self._refresh_attributes()
         return self
 
-    def partial_fit(self, X: MatrixLike, y: Any = None) -> "_BaseBernoulliRBM":
+    def partial_fit(self, X: MatrixLike, y: Any = None) -> _BaseBernoulliRBM:
         """One parameter update with X as the minibatch (as scikit-learn's BernoulliRBM).
 
         The first call initializes the model; later calls continue from the current parameters,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .. import InfiniteRBM, OrderedRBM, RBM
+from .. import RBM, InfiniteRBM, OrderedRBM
 from ._base import RandomStateLike, _BaseBernoulliRBM, _check_int, _seed
 
 _COMMON_PARAMETERS = """
