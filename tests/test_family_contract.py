@@ -216,3 +216,17 @@ def test_outside_family_free_energy_matches_its_energy_by_enumeration():
     reference = -np.logaddexp.reduce(np.stack(terms), axis=0)
     np.testing.assert_allclose(model.free_energy(all_visibles()).detach().numpy(), reference,
                                rtol=1e-12)
+
+
+def test_the_outside_family_trains_evaluates_and_reports_through_the_cli(tmp_path):
+    """Registered outside the package, it is a choice of `irbm train` (the registry feeds the
+    CLI) and every command works on its run directory."""
+    from irbm.cli import main
+
+    run = tmp_path / "constant"  # argparse refuses a family that is not registered
+    assert main(["train", "orbm-constant", "digits", "--out", str(run), "--epochs", "2",
+                 "--n-hidden", "10", "--quiet"]) == 0
+    assert type(irbm.load(run)) is ConstantPenaltyOrderedRBM
+    assert main(["evaluate", str(run), "--chains", "20", "--betas", "100"]) == 0
+    assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 0
+    assert "oRBM (constant penalty)" in (tmp_path / "report" / "report.md").read_text()
