@@ -7,7 +7,8 @@ RUNS="${RUNS:-runs}"
 PY="${PYTHON:-python}"
 cd "$(dirname "$0")/.."
 # Table 2 rows at the budget reached (partial rows are labelled as such in the table).
-$PY scripts/paper_results.py "$RUNS/rbm100-adagrad/snapshots/1000" "$RUNS/orbm500-l1e-3" \
+$PY scripts/paper_results.py "$RUNS/rbm100-adagrad/snapshots/1000" "$RUNS/rbm500-adagrad/snapshots/614" \
+    "$RUNS/orbm500-l1e-3/snapshots/1000" \
     "$RUNS/irbm-l1e-3" --out results/caltech101 --chains 500 --betas 5000 \
     --raise-rows 300 --raise-betas 5000
 # AIS reliability on a trained iRBM (issue 10): both bases, two seeds each, and RAISE.
@@ -17,3 +18,5 @@ $PY scripts/paper_results.py "$RUNS/irbm-plain-new/snapshots/150" --out results/
 $PY scripts/paper_results.py "$RUNS/irbm-plain-36/snapshots/36" "$RUNS/irbm-randperm/snapshots/36" \
     --out results/caltech101_random_permutation --chains 100 --betas 20000 \
     --raise-rows 50 --raise-betas 20000
+# The paper's figures (filters, samples after 10,000 Gibbs steps, P(z|v), hidden size) of the iRBM.
+$PY scripts/caltech101_figures.py "$RUNS/irbm-l1e-3" --out results/figures
