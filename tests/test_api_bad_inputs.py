@@ -1,6 +1,7 @@
 """Bad input to the Python API gives a clear ValueError before any work (issue 12), and a
 training run killed with SIGKILL at random points resumes bit-identically."""
 
+import json
 import os
 import random
 import signal
@@ -60,32 +61,39 @@ def test_float16_model_round_trips(tmp_path):
 
 def _train(out: Path) -> subprocess.Popen:
     command = [sys.executable, "-m", "irbm.cli", "train", "orbm", "digits", "--out", str(out),
-               "--epochs", "8", "--n-hidden", "16", "--quiet", "--threads", "1"]
+               "--epochs", str(EPOCHS), "--n-hidden", "16", "--quiet", "--threads", "1"]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+EPOCHS = 12
+
+
+def _last_epoch(history: Path) -> tuple[int, float]:
+    """(last epoch written, its duration in seconds), (0, 0.0) before the first."""
+    try:
+        entries = json.loads(history.read_text())["history"]
+    except (OSError, ValueError, KeyError):
+        return 0, 0.0
+    return (entries[-1]["epoch"], entries[-1]["seconds"]) if entries else (0, 0.0)
 
 
 def test_sigkill_at_random_points_resumes_bit_identically(tmp_path):
     reference = tmp_path / "reference"
     assert _train(reference).wait() == 0
-    killed, rng, kills = tmp_path / "killed", random.Random(0), 0
+    killed, rng = tmp_path / "killed", random.Random(0)
     history = killed / "history.json"
-    while True:
+    for kill in range(3):  # the k-th kill lands inside epoch 3k + 3 or so: never at the end
         process = _train(killed)
-        if kills < 3:  # kill three times, each at a random point after an epoch was written
-            before = history.stat().st_mtime_ns if history.exists() else None
-            deadline = time.monotonic() + 120
-            while process.poll() is None and time.monotonic() < deadline and (
-                    not history.exists() or history.stat().st_mtime_ns == before):
-                time.sleep(0.05)
-            time.sleep(rng.uniform(0.0, 0.5))
-        if process.poll() is not None or kills >= 3:
-            assert process.wait() == 0, process.stderr.read().decode()
-            break
+        deadline = time.monotonic() + 300
+        while _last_epoch(history)[0] < 3 * kill + 2 and time.monotonic() < deadline:
+            assert process.poll() is None, process.stderr.read().decode()
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.0, _last_epoch(history)[1]))  # a random point of an epoch
+        assert process.poll() is None, "training ended before it could be killed"
         process.send_signal(signal.SIGKILL)
         process.wait()
-        kills += 1
-    assert kills == 3
+    assert _train(killed).wait() == 0
     expected, actual = irbm.load(reference), irbm.load(killed)
     for name, tensor in expected.state_dict().items():
         assert torch.equal(actual.state_dict()[name], tensor), name
