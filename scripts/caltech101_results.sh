@@ -7,7 +7,8 @@ RUNS="${RUNS:-runs}"
 PY="${PYTHON:-python}"
 cd "$(dirname "$0")/.."
 # Table 2 rows at the budget reached (partial rows are labelled as such in the table).
-$PY scripts/paper_results.py "$RUNS/rbm100-adagrad/snapshots/1000" "$RUNS/rbm500-adagrad/snapshots/614" \
+$PY scripts/paper_results.py "$RUNS/rbm100-adagrad/snapshots/1000" "$RUNS/rbm100-sgd-new/snapshots/1000" \
+    "$RUNS/rbm500-adagrad/snapshots/614" \
     "$RUNS/orbm500-l1e-3/snapshots/1000" \
     "$RUNS/irbm-l1e-3" --out results/caltech101 --chains 500 --betas 5000 \
     --raise-rows 300 --raise-betas 5000
