@@ -53,15 +53,20 @@ def run_chains(path, betas, n_chains: int, seed: int, on_steps=None):
     """
     uniforms = UniformSource(seed, path.model.device)
     path.start(path.sample_base(n_chains, uniforms), uniforms)
-    log_weights = torch.zeros(n_chains, dtype=torch.float64, device=path.visible.device)
-    schedule = betas.tolist()
+    return _anneal(path, betas.tolist(), on_steps), path.visible
+
+
+def _anneal(path, schedule: list[float], on_steps) -> torch.Tensor:
+    """sum_k of path.step(t_{k-1}, t_k) over ``schedule`` (either direction), float64."""
+    log_weights = torch.zeros(path.visible.shape[0], dtype=torch.float64,
+                              device=path.visible.device)
     for step, (t_from, t_to) in enumerate(zip(schedule[:-1], schedule[1:])):
         log_weights += path.step(t_from, t_to)
         if on_steps is not None and (step + 1) % PROGRESS_EVERY == 0:
             on_steps(PROGRESS_EVERY)
     if on_steps is not None:
         on_steps((len(schedule) - 1) % PROGRESS_EVERY)
-    return log_weights, path.visible
+    return log_weights
 
 
 @torch.no_grad()
@@ -83,13 +88,5 @@ def run_reverse_chains(path, betas, visible, seed: int, on_steps=None):
     """
     uniforms = UniformSource(seed, path.model.device)
     path.start(visible, uniforms)
-    log_weights = torch.zeros(visible.shape[0], dtype=torch.float64, device=visible.device)
     path.step(1.0, 1.0)  # the first transition, at the model itself (returns 0)
-    schedule = betas.flip(0).tolist()
-    for step, (t_from, t_to) in enumerate(zip(schedule[:-1], schedule[1:])):
-        log_weights += path.step(t_from, t_to)
-        if on_steps is not None and (step + 1) % PROGRESS_EVERY == 0:
-            on_steps(PROGRESS_EVERY)
-    if on_steps is not None:
-        on_steps((len(schedule) - 1) % PROGRESS_EVERY)
-    return log_weights
+    return _anneal(path, betas.flip(0).tolist(), on_steps)
