@@ -1,4 +1,5 @@
-"""Parameter updates: SGD and ADAGRAD, L2 weight decay, and L1 as a proximal soft-threshold.
+"""Parameter updates: SGD and ADAGRAD, L2 weight decay, and L1 as a proximal soft-threshold
+(or, with ``regularization="authors"``, as the authors' code applies them).
 
 The update works on a model's named parameters rather than torch.optim so that its state can
 follow the hidden layer when it grows, shrinks or is permuted: `relayout_hidden` applies to the
@@ -13,6 +14,7 @@ import torch
 from .models import EnergyModel, take_units
 
 OPTIMIZERS = ("adagrad", "sgd")
+REGULARIZATIONS = ("proximal", "authors")
 
 
 class Optimizer:
@@ -26,15 +28,25 @@ class Optimizer:
     kind : {"adagrad", "sgd"}
     lr : float
     l1, l2 : float
-        Regularization factors on the parameters whose spec has ``decay`` (the hidden weights
-        and biases, not the visible biases, as in the paper's code).
+        Regularization factors.
     epsilon : float
         ADAGRAD's epsilon (the paper: 1e-6).
+    regularization : {"proximal", "authors"}
+        "proximal" (irbm's): L2 adds ``l2 * theta`` to the gradient and L1 soft-thresholds
+        after the step, both on the parameters whose spec has ``decay`` (hidden weights and
+        biases). "authors" (the paper's code): the penalty ``2 l2 sum W^2`` adds
+        ``4 l2 W`` to the gradient of the coupling weights only; L1 adds ``l1 sign(W)`` to it
+        (a subgradient, inside ADAGRAD's accumulators) where the family's ``authors_l1`` is
+        "subgradient", else soft-thresholds the decayed parameters as "proximal" does.
     """
 
-    def __init__(self, kind="adagrad", *, lr=0.03, l1=0.0, l2=0.0, epsilon=1e-6):
+    def __init__(self, kind="adagrad", *, lr=0.03, l1=0.0, l2=0.0, epsilon=1e-6,
+                 regularization="proximal"):
         if kind not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {kind!r}")
+        if regularization not in REGULARIZATIONS:
+            raise ValueError(f"regularization must be one of {REGULARIZATIONS}, got "
+                             f"{regularization!r}")
         for name, value in (("lr", lr), ("l1", l1), ("l2", l2), ("epsilon", epsilon)):
             if not (value >= 0 and value < float("inf")):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value}")
@@ -44,6 +56,7 @@ class Optimizer:
             raise ValueError("ADAGRAD's epsilon must be > 0 (the paper uses 1e-6): it keeps the "
                              "first step of a parameter with a zero gradient finite")
         self.kind, self.lr, self.l1, self.l2, self.epsilon = kind, lr, l1, l2, epsilon
+        self.regularization = regularization
         self.accumulators: dict[str, torch.Tensor] = {}
 
     def sync(self, model: EnergyModel):
@@ -71,17 +84,14 @@ class Optimizer:
         """Update the parameters of ``model`` in place from ``gradients`` (one per parameter)."""
         self.sync(model)
         for name, parameter in model.named_parameters():
-            gradient = gradients[name]
-            decayed = model.parameter_specs[name].decay
-            if decayed and self.l2:
-                gradient = gradient + self.l2 * parameter
+            gradient, proximal = self._penalized(model, name, parameter, gradients[name])
             if self.kind == "adagrad":
                 accumulator = self.accumulators[name]
                 accumulator.addcmul_(gradient, gradient)
                 denominator = torch.sqrt(accumulator, out=self._scratch(name, accumulator))
                 denominator.add_(self.epsilon)
                 parameter.addcdiv_(gradient, denominator, value=-self.lr)
-                if decayed and self.l1:
+                if proximal and self.l1:
                     # The prox uses the same per-element step lr / denominator; an element that
                     # never had a gradient keeps the plain rate rather than lr / epsilon, which
                     # would wipe it at once.
@@ -89,8 +99,22 @@ class Optimizer:
                     soft_threshold_(parameter, denominator.reciprocal_().mul_(self.lr * self.l1))
             else:
                 parameter.sub_(gradient, alpha=self.lr)
-                if decayed and self.l1:
+                if proximal and self.l1:
                     soft_threshold_(parameter, self.lr * self.l1)
+
+    def _penalized(self, model, name, parameter, gradient):
+        """(gradient with the penalties' gradients added, whether the L1 prox applies)."""
+        spec = model.parameter_specs[name]
+        if self.regularization == "proximal":
+            if spec.decay and self.l2:
+                gradient = gradient + self.l2 * parameter
+            return gradient, spec.decay
+        if spec.coupling and self.l2:
+            gradient = gradient + (4 * self.l2) * parameter
+        subgradient = model.authors_l1 == "subgradient"
+        if spec.coupling and self.l1 and subgradient:
+            gradient = gradient + self.l1 * torch.sign(parameter)
+        return gradient, spec.decay and not subgradient
 
     def _scratch(self, name: str, like: torch.Tensor) -> torch.Tensor:
         """A reused buffer shaped like ``like``: a fresh (K, D) tensor per step costs page

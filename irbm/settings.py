@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from .models import FAMILIES, family_class
-from .optim import OPTIMIZERS
+from .optim import OPTIMIZERS, REGULARIZATIONS
 
 GROUPS = ("model", "training", "data", "evaluation", "system")
 DTYPES = ("float32", "float64")
@@ -160,6 +160,10 @@ class Settings:
                          minimum=0)
     l2: float = _setting("L2 factor on the hidden weights and biases", "training", 0.0,
                          minimum=0)
+    regularization: str = _setting(
+        "how L1/L2 apply: 'proximal' (a soft-threshold and l2*theta on the hidden weights and "
+        "biases) or 'authors' (their code: 4*l2*W on W only; L1 as l1*sign(W) in the gradient, "
+        "the iRBM's as a soft-threshold)", "training", "proximal", choices=REGULARIZATIONS)
     cd_k: int = _setting("Gibbs steps per update", "training", 10, minimum=1)
     pcd: bool = _setting("persistent chains (PCD-k); --no-pcd for CD-k", "training", True)
     seed: int = _setting("seed of the initial parameters, the Gibbs chains and the minibatch "
@@ -233,6 +237,7 @@ class Settings:
         """Keyword arguments of `irbm.Trainer`."""
         return {"cd_k": self.cd_k, "persistent": self.pcd, "batch_size": self.batch_size,
                 "optimizer": self.optimizer, "lr": self.lr, "l1": self.l1, "l2": self.l2,
+                "regularization": self.regularization,
                 "seed": self.seed}
 
     def record(self) -> dict:

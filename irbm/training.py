@@ -37,6 +37,7 @@ class TrainingConfig:
     epsilon: float = 1e-6
     n_chains: int | None = None
     seed: int = 1234
+    regularization: str = "proximal"
 
 
 class Callback:
@@ -97,6 +98,8 @@ class Trainer:
     lr, l1, l2 : float
         Learning rate and regularization factors on the hidden weights and biases (L1 as a
         proximal step).
+    regularization : {"proximal", "authors"}
+        How L1 and L2 apply: irbm's convention or the authors' code's (`irbm.optim.Optimizer`).
     seed : int
         Seeds the Gibbs sampler and the minibatch order.
     device : torch.device or str, optional
@@ -109,19 +112,20 @@ class Trainer:
 
     def __init__(self, model: EnergyModel, *, cd_k=10, persistent=True, batch_size=64,
                  optimizer="adagrad", lr=0.03, l1=0.0, l2=0.0, seed=1234, device=None,
-                 n_chains=None, epsilon=1e-6, progress=True):
+                 n_chains=None, epsilon=1e-6, regularization="proximal", progress=True):
         cd_k, batch_size = _count(cd_k, "cd_k"), _count(batch_size, "batch_size")
         n_chains = None if n_chains is None else _count(n_chains, "n_chains")
         self.config = TrainingConfig(cd_k, bool(persistent), batch_size, optimizer, float(lr),
                                      float(l1), float(l2), float(epsilon), n_chains,
-                                     int(seed))
+                                     int(seed), regularization)
         self.device = torch.device(device) if device is not None else model.device
         try:
             self.model = model.to(self.device)
         except (RuntimeError, AssertionError) as error:  # e.g. "cuda" without a GPU
             raise ValueError(f"device {str(self.device)!r} is not usable here: "
                              f"{str(error).splitlines()[0]}") from None
-        self.optimizer = Optimizer(optimizer, lr=lr, l1=l1, l2=l2, epsilon=epsilon)
+        self.optimizer = Optimizer(optimizer, lr=lr, l1=l1, l2=l2, epsilon=epsilon,
+                                   regularization=regularization)
         self.progress = progress
         self.state = _State()
         self.size_history: list[tuple[int, int]] = [(0, model.n_hidden)]
@@ -304,6 +308,8 @@ class Trainer:
         if metadata.get("kind") != "trainer":
             raise ckpt.CheckpointError(f"{path} is a model checkpoint, not a training state")
         recorded = metadata.get("training")
+        if isinstance(recorded, dict):  # checkpoints before the option used irbm's convention
+            recorded = {"regularization": "proximal", **recorded}
         known = set(TrainingConfig.__dataclass_fields__)
         if not isinstance(recorded, dict) or set(recorded) != known:
             raise ckpt.CheckpointError(f"{path}: the recorded training settings are malformed")

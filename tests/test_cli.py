@@ -785,7 +785,8 @@ def test_every_setting_is_a_config_key_recorded_in_the_run(tmp_path):
     the system ones."""
     values = {"n_hidden": 5, "beta": 1.2, "max_hidden": 40, "dtype": "float64", "epochs": 1,
               "batch_size": 50, "lr": 0.02, "optimizer": "sgd", "l1": 1e-4, "l2": 1e-4,
-              "cd_k": 2, "pcd": False, "seed": 3, "random_permutation": True,
+              "regularization": "authors", "cd_k": 2, "pcd": False, "seed": 3,
+              "random_permutation": True,
               "train_size": 200, "valid_size": 40, "test_size": 40, "binarize": "threshold",
               "eval_every": 1, "eval_chains": 5, "eval_betas": 20, "threads": 1}
     assert set(values) == set(CONFIG_KEYS)

@@ -33,11 +33,15 @@ class ParameterSpec:
     per_unit : bool
         Dimension 0 indexes hidden units: the parameter is resized and permuted with them.
     decay : bool
-        L1 and L2 regularization apply to it.
+        L1 and L2 regularization apply to it (irbm's convention).
+    coupling : bool
+        It couples visible and hidden units (W): the only parameter the authors' code
+        regularizes, apart from the iRBM's proximal L1 (see `EnergyModel.authors_l1`).
     """
 
     per_unit: bool
     decay: bool
+    coupling: bool = False
 
 
 @dataclass
@@ -90,6 +94,10 @@ class EnergyModel(nn.Module, abc.ABC):
         The hidden layer may change size (growth, pruning, loading a state of another size).
     default_ais_base : str
         Base distribution AIS uses when none is given ("data" or "model").
+    authors_l1 : str
+        How the authors' code applies L1 to this family (``regularization="authors"``):
+        "subgradient" (lambda sign(theta) added to the gradient of the coupling parameters) or
+        "proximal" (a soft-threshold of the decayed parameters after the step).
 
     Public methods validate their inputs while ``validate_args`` is true; inner loops that
     have validated their data once run inside `trusted_inputs` to skip the per-call checks.
@@ -102,6 +110,7 @@ class EnergyModel(nn.Module, abc.ABC):
     has_tail: ClassVar[bool] = False
     resizable: ClassVar[bool] = False
     default_ais_base: ClassVar[str] = "data"
+    authors_l1: ClassVar[str] = "subgradient"
     validate_args: bool = True
 
     # ------------------------------------------------------------------ description

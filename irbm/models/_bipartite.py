@@ -37,7 +37,7 @@ class BipartiteModel(EnergyModel):
         Draws the initial parameters (`reset_parameters`); default: seed 0.
     """
 
-    parameter_specs = {"W": ParameterSpec(per_unit=True, decay=True),
+    parameter_specs = {"W": ParameterSpec(per_unit=True, decay=True, coupling=True),
                        "b": ParameterSpec(per_unit=True, decay=True),
                        "c": ParameterSpec(per_unit=False, decay=False)}
     init_std = 0.01  # the authors' W ~ N(0, 0.01^2)

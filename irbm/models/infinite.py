@@ -44,6 +44,9 @@ class InfiniteRBM(OrderedRBM):
     display_name = "iRBM"
     has_tail = True
     resizable = True
+    # The authors' iRBM soft-thresholds W and b after the step (their RBM and oRBM add
+    # lambda sign(W) to the gradient instead): pruning needs exact zeros.
+    authors_l1 = "proximal"
     init_std = 0.0  # the authors start from zero weights: units are trained in turn as they grow
 
     def __init__(self, n_visible, n_hidden=1, *, beta=1.01, max_hidden=None,
