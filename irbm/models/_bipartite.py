@@ -18,7 +18,7 @@ from torch import nn
 from torch.nn import functional
 
 from ._annealing import AnnealingPath, UniformSource
-from ._base import EnergyModel, HiddenState, ParameterSpec, softplus
+from ._base import EnergyModel, HiddenState, ParameterSpec
 
 # Pseudo-counts, as a fraction of the number of examples, added to both outcomes of each visible
 # unit before taking the data's base rate: Salakhutdinov & Murray's code adds 5 per 100 examples
@@ -112,7 +112,7 @@ class BipartiteModel(EnergyModel):
 
     def _visible_sum_out(self, h: torch.Tensor) -> torch.Tensor:
         """log sum_v exp(v^T (W^T h + c)) = sum_j softplus(c_j + (h W)_j), shape (M,)."""
-        return softplus(torch.addmm(self.c, h, self.W)).sum(1)
+        return functional.softplus(torch.addmm(self.c, h, self.W)).sum(1)
 
     # ------------------------------------------------------------------ AIS
     def base_visible_bias(self, data=None, smoothing: float = BASE_RATE_SMOOTHING):

@@ -7,7 +7,7 @@ import math
 import torch
 from torch.nn import functional
 
-from ._base import Gradients, HiddenState, binary_configurations, softplus
+from ._base import Gradients, HiddenState, binary_configurations
 from ._bipartite import BipartiteModel, BipartitePath
 from ._registry import register_family
 
@@ -124,7 +124,7 @@ class OrderedRBM(BipartiteModel):
         ``visible_term=None`` the v^T c shift, common to all z, is left out (enough to draw z)."""
         # In place on softplus's fresh output (its backward needs only its input): two
         # (N, K) allocations fewer per Gibbs step.
-        columns = softplus(preactivation).sub_(self._penalties_from(hidden_bias))
+        columns = functional.softplus(preactivation).sub_(self._penalties_from(hidden_bias))
         columns = columns.cumsum_(1)
         if visible_term is not None:
             columns += visible_term.unsqueeze(1)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import torch
+from torch.nn import functional
 
-from ._base import HiddenState, bernoulli, binary_configurations, softplus
+from ._base import HiddenState, bernoulli, binary_configurations
 from ._bipartite import BipartiteModel, BipartitePath
 from ._registry import register_family
 
@@ -38,7 +39,7 @@ class RBM(BipartiteModel):
 
     def _hidden_log_sum(self, preactivation, hidden_bias):
         """L = sum_i softplus(W_i. v + b_i), shape (N,); b enters only through W v + b."""
-        return softplus(preactivation).sum(1)
+        return functional.softplus(preactivation).sum(1)
 
     def _mean_hiddens(self, v):
         """P(h_i = 1 | v) = sigmoid(W_i. v + b_i), shape (N, n_hidden)."""
@@ -85,7 +86,7 @@ class _RBMPath(BipartitePath):
         # sum_i softplus(t x_i) - softplus(t' x_i), differenced per unit before summing so that
         # float32 keeps the precision of the small per-step increments.
         torch.mul(self.preactivation, t_to, out=self.scaled)
-        gains = softplus(self.scaled)
-        gains -= softplus(torch.mul(self.preactivation, t_from, out=self.work), out=self.work)
+        gains = functional.softplus(self.scaled)
+        gains -= functional.softplus(torch.mul(self.preactivation, t_from, out=self.work))
         torch.lt(self.draw_hidden(), torch.sigmoid(self.scaled, out=self.work), out=self.hidden)
         return gains.sum(1), self.hidden
