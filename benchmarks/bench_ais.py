@@ -29,6 +29,7 @@ from irbm.models import UniformSource
 
 N_VISIBLE = 784
 FAMILIES = ("rbm", "orbm", "irbm")
+PAPER_CHAINS, PAPER_BETAS = 5_000, 100_000
 
 
 def make_model(family: str, n_visible: int, n_hidden: int, generator: torch.Generator):
@@ -107,6 +108,16 @@ def main(argv=None):
           f"base {args.base})\n")
     print(table(["hidden", "chains", "threads", "products ms/step"]
                 + [f"{f} ratio" for f in FAMILIES], rows))
+    print(f"\n### The paper's AIS budget ({PAPER_CHAINS:,} chains x {PAPER_BETAS:,} temperatures) "
+          "at these step costs, hours on this machine (chains scale linearly)\n")
+    print(table(["hidden", "threads"] + [f"{f} hours" for f in FAMILIES],
+                [[row[0], row[2]] + [paper_budget_hours(row[3] * ratio, row[1])
+                                     for ratio in row[4:]] for row in rows]))
+
+
+def paper_budget_hours(ms_per_step: float, n_chains: int) -> float:
+    """Hours of the paper's budget from one step's cost on ``n_chains`` chains."""
+    return ms_per_step * (PAPER_CHAINS / n_chains) * PAPER_BETAS / 3.6e6
 
 
 if __name__ == "__main__":

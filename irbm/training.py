@@ -268,7 +268,8 @@ class Trainer:
                 self.size_history.append((self.epoch, self.model.n_hidden))
             metrics = {"epoch": self.epoch, "n_hidden": self.model.n_hidden,
                        **self.epoch_metrics(train, valid),
-                       "seconds": time.perf_counter() - start}
+                       "seconds": time.perf_counter() - start,
+                       "threads": torch.get_num_threads()}  # what "seconds" was measured on
             self.state.history.append(metrics)
             for callback in callbacks:
                 callback.on_epoch_end(self, metrics)

@@ -125,6 +125,7 @@ def row_for(run_dir: Path, dataset, budget: dict) -> dict:
             "settings": settings, "epochs": epochs,
             "paper_epochs": paper[2] if paper else None,
             "seconds": sum(entry.get("seconds", 0.0) for entry in history["history"]),
+            "threads": max((entry.get("threads", 1) for entry in history["history"]), default=1),
             "n_hidden": evaluation["n_hidden"], "evaluation": evaluation,
             "paper_nll": paper[0] if paper else None,
             "paper_stderr": paper[1] if paper else None}
@@ -159,7 +160,7 @@ def markdown(rows: list[dict]) -> str:
         lines.append(
             f"| {row['family']} | {row['n_hidden']} | {epochs} | {settings.get('optimizer')}, "
             f"{settings.get('lr')}, {settings.get('l1')} | {ais_cells} | {raise_cell} | {paper} "
-            f"| {row['seconds'] / 3600:.2f} h ({row['settings'].get('threads') or 1} thread) |")
+            f"| {row['seconds'] / 3600:.2f} h ({row['threads']} thread) |")
     budget = rows[0]["evaluation"]["budget"] if rows else {}
     lines += ["", f"AIS: {budget.get('chains')} chains x {budget.get('betas')} temperatures per "
               f"estimate; RAISE: {budget.get('raise_betas')} temperatures, 1 reverse chain per "

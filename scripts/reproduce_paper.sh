@@ -6,12 +6,14 @@
 #   bash scripts/reproduce_paper.sh caltech            # the paper's full protocol (days on a CPU)
 #   EPOCHS=1000 bash scripts/reproduce_paper.sh caltech  # a budget: every run capped at 1,000 epochs
 #   RBM_OPTIMIZER=sgd bash scripts/reproduce_paper.sh caltech  # RBM rows with a constant rate
+#   REGULARIZATION=authors bash scripts/reproduce_paper.sh caltech  # L1/L2 as the authors' code
 #   DEVICE=cuda THREADS=4 OUT=runs bash scripts/reproduce_paper.sh mnist
 set -euo pipefail
 DEVICE="${DEVICE:-cpu}"
 OUT="${OUT:-runs}"
 THREADS="${THREADS:-1}"
 RBM_OPTIMIZER="${RBM_OPTIMIZER:-adagrad}"  # the paper names ADAGRAD only for its oRBMs and iRBMs
+REGULARIZATION="${REGULARIZATION:-proximal}"  # or "authors" (see irbm train --help)
 which="${1:-all}"
 cd "$(dirname "$0")/.."
 
@@ -20,6 +22,7 @@ run_name() {  # settings file -> run directory name
   name=$(basename "$1" .toml)
   family=${name#*-}; family=${family%%[0-9]*}
   [[ $family == rbm ]] && name="$name-$RBM_OPTIMIZER"
+  [[ $REGULARIZATION == proximal ]] || name="$name-$REGULARIZATION"
   echo "$OUT/$name"
 }
 
@@ -29,6 +32,7 @@ train() {  # settings file
   family=${name#*-}; family=${family%%[0-9]*}
   [[ $family == rbm ]] && extra+=(--optimizer "$RBM_OPTIMIZER")
   [[ -n "${EPOCHS:-}" ]] && extra+=(--epochs "$EPOCHS")
+  extra+=(--regularization "$REGULARIZATION")
   irbm train "$family" "$2" --out "$(run_name "$config")" --config "$config" \
       --device "$DEVICE" --threads "$THREADS" "${extra[@]}"
   irbm evaluate "$(run_name "$config")" --chains 5000 --betas 100000 --raise 2000 \

@@ -64,3 +64,26 @@ def test_paper_settings_files_are_valid_settings():
         values = read_config_file(path)
         settings = Settings.from_mapping({"family": family, "dataset": "digits", **values})
         assert settings.epochs % settings.eval_every == 0, path  # selection at the last epoch
+
+
+def test_epoch_times_table_is_generated_from_run_directories(tmp_path, monkeypatch):
+    """scripts/epoch_times.py (the MNIST timing table): seconds per epoch and threads come from
+    the run's history, the projection from the paper's epochs for the run's dataset and family."""
+    run = tmp_path / "rbm"
+    assert cli_main(["train", "rbm", "digits", "--out", str(run), "--epochs", "3",
+                     "--n-hidden", "8", "--threads", "1", "--quiet"]) == 0
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    spec = importlib.util.spec_from_file_location("epoch_times", SCRIPT.parent / "epoch_times.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.PAPER_EPOCHS[("digits", "rbm")] = 1000
+    out = tmp_path / "timing"
+    module.main([str(run), "--out", str(out)])
+    (row,) = json.loads(out.with_suffix(".json").read_text())
+    history = json.loads((run / "history.json").read_text())["history"]
+    seconds = sorted(entry["seconds"] for entry in history[1:])
+    assert row["seconds_per_epoch"] == pytest.approx(sum(seconds) / 2)  # median of two
+    assert row["threads"] == 1 and row["epochs"] == 3 and row["n_hidden"] == 8
+    assert row["projected_hours"] == pytest.approx(row["seconds_per_epoch"] * 1000 / 3600)
+    assert f"| rbm | digits | 8 | 3 | {row['seconds_per_epoch']:.1f} | 1 | 1000 |" in \
+        out.with_suffix(".md").read_text()
