@@ -98,15 +98,21 @@ def save_npz(path, arrays: dict):
 def is_run(directory) -> bool:
     """Whether ``directory`` is a run directory (holds a valid marker); ValueError when the
     marker is unreadable or of another format or version."""
-    marker = Path(directory) / MARKER_FILE
+    return has_marker(directory, MARKER_FILE, RUN_FORMAT, RUN_VERSION, "run")
+
+
+def has_marker(directory, file_name: str, kind: str, version: int, noun: str) -> bool:
+    """Whether ``directory`` holds the marker file ``file_name`` of format ``kind`` and this
+    ``version``; ValueError when it is there but unreadable, of another format or version."""
+    marker = Path(directory) / file_name
     if not marker.is_file():
         return False
     content = read_json(marker)
-    if not isinstance(content, dict) or content.get("format") != RUN_FORMAT:
-        raise ValueError(f"{marker} is not an irbm run marker")
-    if content.get("version") != RUN_VERSION:
-        raise ValueError(f"{directory} is a run of format version {content.get('version')}; "
-                         f"this irbm reads version {RUN_VERSION}")
+    if not isinstance(content, dict) or content.get("format") != kind:
+        raise ValueError(f"{marker} is not an irbm {noun} marker")
+    if content.get("version") != version:
+        raise ValueError(f"{directory} is a {noun} of format version {content.get('version')}; "
+                         f"this irbm reads version {version}")
     return True
 
 

@@ -31,16 +31,7 @@ TABLE_NAME = "sweep"  # sweep.md, sweep.html, sweep.csv
 
 def is_sweep(directory) -> bool:
     """Whether ``directory`` holds a sweep marker of this format and version."""
-    marker = Path(directory) / MARKER_FILE
-    if not marker.is_file():
-        return False
-    content = runs.read_json(marker)
-    if not isinstance(content, dict) or content.get("format") != SWEEP_FORMAT:
-        raise ValueError(f"{marker} is not an irbm sweep marker")
-    if content.get("version") != SWEEP_VERSION:
-        raise ValueError(f"{directory} is a sweep of format version {content.get('version')}; "
-                         f"this irbm reads version {SWEEP_VERSION}")
-    return True
+    return runs.has_marker(directory, MARKER_FILE, SWEEP_FORMAT, SWEEP_VERSION, "sweep")
 
 
 def read_marker(directory) -> dict:
