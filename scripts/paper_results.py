@@ -2,16 +2,21 @@
 
     python scripts/paper_results.py RUN_DIR [RUN_DIR ...] --out results/caltech101 \
         [--chains 500] [--betas 10000] [--raise-rows 300] [--raise-betas 10000] \
-        [--bases data] [--seeds 0] [--data-dir DIR] [--threads 1]
+        [--bases data] [--seeds 0] [--data-dir DIR] [--threads 1] [--summary-by KEY]
 
 Each RUN_DIR is an `irbm train` run directory (or a snapshot of one: a directory with
-model.safetensors, config.json and history.json). For each, the script estimates ln Z by AIS
-(every base and seed asked for), the average test NLL with its standard error, the AIS
-diagnostics (effective sample size, top-chain share, warnings), and RAISE's conservative NLL on
-the first ``--raise-rows`` test images. Evaluations are cached in the run directory
-(``paper-eval-<digest>.json``, keyed by the model's parameters and the budget), so a rerun only
-evaluates what is new. It writes OUT.json (every number) and OUT.md (the table), both generated
-from the run directories: nothing in them is typed by hand.
+model.safetensors, config.json and history.json). Several snapshots of one run joined by commas
+(``run/snapshots/1000,run/snapshots/2000``) make one row: the snapshot with the best validation
+NLL (the paper's model selection; each snapshot's ln Z serves its validation and test NLL).
+``--summary-by KEY`` adds a table of the mean and spread of the test NLL over the runs sharing
+each value of the setting KEY (e.g. ``regularization`` over seeds).
+
+For each run, the script estimates ln Z by AIS (every base and seed asked for), the average
+test NLL with its standard error, the AIS diagnostics (effective sample size, top-chain share,
+warnings), and RAISE's conservative NLL on the first ``--raise-rows`` test images. Evaluations
+are cached in the run directory (``paper-eval-<digest>.json``, keyed by the model's parameters
+and the budget), so a rerun only evaluates what is new. It writes OUT.json (every number) and
+OUT.md (the table), both generated from the run directories: nothing in them is typed by hand.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import argparse
 import hashlib
 import json
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -58,6 +64,8 @@ def describe(record: dict) -> tuple[str, str, dict]:
     return family, dataset, settings
 
 
+# Settings shown beside optimizer, lr and L1 when they differ from these defaults.
+NOTED = {"regularization": "proximal", "seed": 1234, "l2": 0.0}
 SKIPPED = {"eval_every", "eval_chains", "eval_betas", "train_size", "valid_size", "test_size",
            "binarize", "max_hidden", "dtype"}
 
@@ -131,6 +139,35 @@ def row_for(run_dir: Path, dataset, budget: dict) -> dict:
             "paper_stderr": paper[1] if paper else None}
 
 
+def selected_row(candidates: list[Path], dataset, budget: dict) -> dict:
+    """The row of the snapshot with the best validation NLL (under its first AIS estimate)."""
+    valid = torch.as_tensor(dataset.valid)
+    rows = [row_for(run, dataset, budget) for run in candidates]
+    for row in rows:
+        model = irbm.load(Path(row["run"]) / "model.safetensors")
+        row["valid_nll"] = evaluate.nll(model, valid, row["evaluation"]["ais"][0]["log_z"])[0]
+    best = min(rows, key=lambda row: row["valid_nll"])
+    best["selection"] = [{"epochs": row["epochs"], "valid_nll": row["valid_nll"]}
+                         for row in rows]
+    return best
+
+
+def summary(rows: list[dict], key: str) -> str:
+    """Mean, standard deviation and range of the test NLL (first AIS estimate) per value of
+    the setting ``key``."""
+    groups: dict = {}
+    for row in rows:
+        groups.setdefault(str(row["settings"].get(key)), []).append(
+            row["evaluation"]["ais"][0]["nll"])
+    lines = [f"| {key} | runs | mean test NLL | sd over runs | min | max |",
+             "|---|---|---|---|---|---|"]
+    for value, nlls in groups.items():
+        sd = statistics.stdev(nlls) if len(nlls) > 1 else float("nan")
+        lines.append(f"| {value} | {len(nlls)} | {_fmt(statistics.mean(nlls))} | {_fmt(sd)} "
+                     f"| {_fmt(min(nlls))} | {_fmt(max(nlls))} |")
+    return "\n".join(lines) + "\n"
+
+
 def _fmt(value, digits=2):
     if value is None:
         return "-"
@@ -154,12 +191,18 @@ def markdown(rows: list[dict]) -> str:
         partial = row["paper_epochs"] and row["epochs"] < row["paper_epochs"]
         epochs = f"{row['epochs']} ({row['paper_epochs'] or '-'})" + (" partial" if partial
                                                                       else "")
+        if "selection" in row:
+            epochs += ", best valid NLL of " + ", ".join(
+                f"{c['epochs']}: {c['valid_nll']:.2f}" for c in row["selection"])
+        extra = [f"{key} {settings[key]}" for key, default in NOTED.items()
+                 if key in settings and settings[key] != default]
         paper = ("-" if row["paper_nll"] is None else
                  f"{row['paper_nll']:.2f}" + (f" +/- {row['paper_stderr']:.2f}"
                                               if row["paper_stderr"] else ""))
         lines.append(
             f"| {row['family']} | {row['n_hidden']} | {epochs} | {settings.get('optimizer')}, "
-            f"{settings.get('lr')}, {settings.get('l1')} | {ais_cells} | {raise_cell} | {paper} "
+            f"{settings.get('lr')}, {settings.get('l1')}{''.join(', ' + e for e in extra)} "
+            f"| {ais_cells} | {raise_cell} | {paper} "
             f"| {row['seconds'] / 3600:.2f} h ({row['threads']} thread) |")
     budget = rows[0]["evaluation"]["budget"] if rows else {}
     lines += ["", f"AIS: {budget.get('chains')} chains x {budget.get('betas')} temperatures per "
@@ -171,7 +214,7 @@ def markdown(rows: list[dict]) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("runs", nargs="+", help="run directories; a,b,c: select among them")
     parser.add_argument("--out", type=Path, required=True, help="output path without suffix")
     parser.add_argument("--dataset", default="caltech101")
     parser.add_argument("--data-dir", default=None)
@@ -181,6 +224,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", default="0", help="comma-separated AIS seeds")
     parser.add_argument("--raise-rows", type=int, default=300)
     parser.add_argument("--raise-betas", type=int, default=10000)
+    parser.add_argument("--summary-by", default=None, help="setting to group runs by")
     parser.add_argument("--threads", type=int, default=1, help="for the evaluation (the "
                         "table reports each run's training threads, 1 when not recorded)")
     args = parser.parse_args(argv)
@@ -192,10 +236,13 @@ def main(argv=None) -> int:
     rows = []
     for run in args.runs:
         print(f"evaluating {run}", file=sys.stderr)
-        rows.append(row_for(run, dataset, budget))
+        candidates = [Path(part) for part in run.split(",")]
+        rows.append(selected_row(candidates, dataset, budget) if len(candidates) > 1
+                    else row_for(candidates[0], dataset, budget))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
-    args.out.with_suffix(".md").write_text(markdown(rows))
+    args.out.with_suffix(".md").write_text(
+        markdown(rows) + (f"\n{summary(rows, args.summary_by)}" if args.summary_by else ""))
     print(args.out.with_suffix(".md").read_text())
     return 0
 

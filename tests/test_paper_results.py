@@ -3,6 +3,7 @@ Markdown comes from an evaluation of the run's model, none is typed by hand."""
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,36 @@ def test_epoch_times_table_is_generated_from_run_directories(tmp_path, monkeypat
     assert row["projected_hours"] == pytest.approx(row["seconds_per_epoch"] * 1000 / 3600)
     assert f"| rbm | digits | 8 | 3 | {row['seconds_per_epoch']:.1f} | 1 | 1000 |" in \
         out.with_suffix(".md").read_text()
+
+
+def test_snapshots_joined_by_commas_give_the_row_with_the_best_validation_nll(tmp_path):
+    run = tmp_path / "run"
+    snapshots = []
+    for epochs in (1, 2):
+        assert cli_main(["train", "rbm", "digits", "--out", str(run), "--epochs", str(epochs),
+                         "--n-hidden", "6", "--lr", "0.05", "--quiet"]) == 0
+        snapshot = tmp_path / f"snapshot-{epochs}"
+        shutil.copytree(run, snapshot)
+        snapshots.append(snapshot)
+    out = tmp_path / "table"
+    budget = ["--chains", "10", "--betas", "30", "--raise-rows", "0", "--dataset", "digits"]
+    other = tmp_path / "other-seed"
+    assert cli_main(["train", "rbm", "digits", "--out", str(other), "--epochs", "1",
+                     "--n-hidden", "6", "--lr", "0.05", "--seed", "7", "--quiet"]) == 0
+    assert _script().main([",".join(map(str, snapshots)), str(other), "--out", str(out),
+                           "--summary-by", "seed", *budget]) == 0
+    selected, other_row = json.loads(out.with_suffix(".json").read_text())
+    data = load_dataset("digits")
+    valid_nll = {}
+    for snapshot in snapshots:  # recomputed from each snapshot's model and cached ln Z
+        (cache,) = snapshot.glob("paper-eval-*.json")
+        log_z = json.loads(cache.read_text())["ais"][0]["log_z"]
+        model = irbm.load(snapshot / "model.safetensors")
+        valid_nll[str(snapshot)] = evaluate.nll(model, torch.as_tensor(data.valid), log_z)[0]
+    assert selected["run"] == min(valid_nll, key=valid_nll.get)
+    assert [c["valid_nll"] for c in selected["selection"]] == pytest.approx(
+        [valid_nll[str(s)] for s in snapshots])
+    table = out.with_suffix(".md").read_text()
+    assert "best valid NLL of 1: " in table and "seed 7" in table
+    nlls = [row["evaluation"]["ais"][0]["nll"] for row in (selected, other_row)]
+    assert f"| 1234 | 1 | {nlls[0]:.2f} |" in table and f"| 7 | 1 | {nlls[1]:.2f} |" in table
