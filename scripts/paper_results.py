@@ -205,9 +205,10 @@ def markdown(rows: list[dict]) -> str:
             f"| {ais_cells} | {raise_cell} | {paper} "
             f"| {row['seconds'] / 3600:.2f} h ({row['threads']} thread) |")
     budget = rows[0]["evaluation"]["budget"] if rows else {}
+    conservative = (f"RAISE: {budget.get('raise_betas')} temperatures, 1 reverse chain per "
+                    "test row, data base" if budget.get("raise_rows") else "no RAISE")
     lines += ["", f"AIS: {budget.get('chains')} chains x {budget.get('betas')} temperatures per "
-              f"estimate; RAISE: {budget.get('raise_betas')} temperatures, 1 reverse chain per "
-              "test row, data base. Commands:", ""]
+              f"estimate; {conservative}. Commands:", ""]
     lines += [f"- `{row['command']}`" for row in rows]
     return "\n".join(lines) + "\n"
 
