@@ -101,7 +101,9 @@ class AISResult:
                 f"AIS effective sample size is {ess:.1f} of {self.n_chains} chains (the top "
                 f"chain holds {100 * self.top_chain_share:.0f}% of the weight): ln Z is likely "
                 "underestimated, so the NLL looks too good. Use more temperatures, more chains, "
-                f"or the other base (--base {'model' if self.base == 'data' else 'data'}).")
+                + {"data": "or the other base (--base model).",
+                   "model": "or the other base (--base data)."}.get(
+                       self.base, "or the data base (--base data)."))
         if not math.isfinite(self.log_z_low):
             problems.append("the lower 3-sigma bound of Z is not positive (ln = -inf): the "
                             "weights are too spread for the interval to mean much")

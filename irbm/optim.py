@@ -18,7 +18,8 @@ REGULARIZATIONS = ("proximal", "authors")
 
 
 class Optimizer:
-    """theta <- prox_{step * l1}(theta - step * (grad + l2 theta)), step per element.
+    """theta <- prox_{step * l1}(theta - step * (grad + l2 theta)), step per element (the
+    default convention; ``regularization="authors"`` changes the penalty terms).
 
     SGD: step = lr. ADAGRAD: step = lr / (eps + sqrt(sum of past squared gradients)), so every
     hidden unit gets its own decaying learning rate (the paper trains oRBMs and iRBMs this way).
@@ -103,7 +104,8 @@ class Optimizer:
                     soft_threshold_(parameter, self.lr * self.l1)
 
     def _penalized(self, model, name, parameter, gradient):
-        """(gradient with the penalties' gradients added, whether the L1 prox applies)."""
+        """The gradient of parameter ``name`` with its penalties' gradients added (same shape
+        as the parameter), and whether the L1 soft-threshold follows the step (bool)."""
         spec = model.parameter_specs[name]
         if self.regularization == "proximal":
             if spec.decay and self.l2:

@@ -54,7 +54,9 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
         "Size": str(record["n_hidden"]),
         "Epoch": f"{record.get('epoch')} ({record.get('which', 'latest')})",
         "Settings": f"{settings.optimizer} lr {settings.lr}, L1 {settings.l1}, L2 {settings.l2}"
-                    + (", random permutation" if settings.random_permutation else ""),
+                    + (", random permutation" if settings.random_permutation else "")
+                    + (f", {settings.regularization} regularization"
+                       if settings.regularization != "proximal" else ""),
         "AIS (base, chains x temperatures, ESS)": ais,
         "RAISE test NLL": ("-" if upper is None else f"{_number(upper['mean'])} +/- "
                            f"{_number(upper['stderr'])} ({upper['n_rows']} rows)"),

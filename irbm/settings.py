@@ -156,14 +156,15 @@ class Settings:
     batch_size: int = _setting("examples per update", "training", 64, minimum=1)
     lr: float = _setting("learning rate", "training", 0.03, above=0)
     optimizer: str = _setting("update rule", "training", "adagrad", choices=OPTIMIZERS)
-    l1: float = _setting("L1 factor on the hidden weights and biases", "training", 0.0,
+    l1: float = _setting("L1 factor (where and how: --regularization)", "training", 0.0,
                          minimum=0)
-    l2: float = _setting("L2 factor on the hidden weights and biases", "training", 0.0,
+    l2: float = _setting("L2 factor (where and how: --regularization)", "training", 0.0,
                          minimum=0)
     regularization: str = _setting(
-        "how L1/L2 apply: 'proximal' (a soft-threshold and l2*theta on the hidden weights and "
-        "biases) or 'authors' (their code: 4*l2*W on W only; L1 as l1*sign(W) in the gradient, "
-        "the iRBM's as a soft-threshold)", "training", "proximal", choices=REGULARIZATIONS)
+        "how L1/L2 apply: 'proximal' (l2*theta in the gradient and a soft-threshold, on the "
+        "hidden weights and biases) or 'authors' (the paper's code: 4*l2*theta on the coupling "
+        "weights only; L1 as l1*sign(theta) in their gradient, or a soft-threshold for families "
+        "that prune)", "training", "proximal", choices=REGULARIZATIONS)
     cd_k: int = _setting("Gibbs steps per update", "training", 10, minimum=1)
     pcd: bool = _setting("persistent chains (PCD-k); --no-pcd for CD-k", "training", True)
     seed: int = _setting("seed of the initial parameters, the Gibbs chains and the minibatch "

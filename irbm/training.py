@@ -96,8 +96,8 @@ class Trainer:
     batch_size : int
     optimizer : {"adagrad", "sgd"}
     lr, l1, l2 : float
-        Learning rate and regularization factors on the hidden weights and biases (L1 as a
-        proximal step).
+        Learning rate and regularization factors (which parameters they act on, and how: see
+        ``regularization``).
     regularization : {"proximal", "authors"}
         How L1 and L2 apply: irbm's convention or the authors' code's (`irbm.optim.Optimizer`).
     seed : int

@@ -47,6 +47,7 @@ for dataset in caltech mnist; do
       train "$config" "${dataset/caltech/caltech101}"
       runs+=("$(run_name "$config")")
     done
-    irbm report "${runs[@]}" --out "$OUT/$dataset-report"
+    suffix="-$RBM_OPTIMIZER"; [[ $REGULARIZATION == proximal ]] || suffix+="-$REGULARIZATION"
+    irbm report "${runs[@]}" --out "$OUT/$dataset-report$suffix"
   fi
 done

@@ -77,16 +77,16 @@ def test_epoch_times_table_is_generated_from_run_directories(tmp_path, monkeypat
     spec = importlib.util.spec_from_file_location("epoch_times", SCRIPT.parent / "epoch_times.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module.PAPER_EPOCHS[("digits", "rbm")] = 1000
+    monkeypatch.setitem(module.PAPER, "digits", {("rbm", 8): (0.0, None, 1000)})
     out = tmp_path / "timing"
     module.main([str(run), "--out", str(out)])
     (row,) = json.loads(out.with_suffix(".json").read_text())
     history = json.loads((run / "history.json").read_text())["history"]
     seconds = sorted(entry["seconds"] for entry in history[1:])
     assert row["seconds_per_epoch"] == pytest.approx(sum(seconds) / 2)  # median of two
-    assert row["threads"] == 1 and row["epochs"] == 3 and row["n_hidden"] == 8
+    assert row["threads"] == 1 and row["epochs"] == 2 and row["n_hidden"] == [8, 8]
     assert row["projected_hours"] == pytest.approx(row["seconds_per_epoch"] * 1000 / 3600)
-    assert f"| rbm | digits | 8 | 3 | {row['seconds_per_epoch']:.1f} | 1 | 1000 |" in \
+    assert f"| rbm | digits | 8 | 2 | {row['seconds_per_epoch']:.1f} | 1 | 1000 |" in \
         out.with_suffix(".md").read_text()
 
 

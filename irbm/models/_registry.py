@@ -13,6 +13,9 @@ def register_family(cls):
     name = getattr(cls, "family", None)
     if not isinstance(name, str) or not name:
         raise ValueError(f"{cls.__name__} needs a class attribute `family` (its registry name)")
+    if getattr(cls, "authors_l1", "subgradient") not in ("subgradient", "proximal"):
+        raise ValueError(f"{cls.__name__}.authors_l1 must be 'subgradient' or 'proximal', got "
+                         f"{cls.authors_l1!r}")
     FAMILIES[name] = cls
     return cls
 
