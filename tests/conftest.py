@@ -1,12 +1,28 @@
 """Shared fixtures. Real data is never committed: tests find it the way a user points irbm at
 it, through ``$IRBM_DATA_DIR``. When that is unset, the developers' layout ``../shared/data``
-beside the repository is used (the tests may know the layout; the library does not)."""
+beside the repository is used (the tests may know the layout; the library does not).
+
+Every process of the suite -- this one, and the CLI runs, Dask and joblib workers and
+benchmarks that tests start -- uses one thread in each thread pool (torch's, and the BLAS behind
+numpy and scipy): on a busy core, a second OpenMP or OpenBLAS thread spin-waits for a time slice
+at every barrier, which made scikit-learn's logistic regression up to 75 times slower and small
+torch products 100 times slower.
+"""
 
 import os
+
+# One thread per pool, read by each library as it loads (below: torch, numpy, scipy), here and
+# in every subprocess.
+os.environ.update(dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"),
+                                "1"))
+
 from pathlib import Path
 
 import pytest
 import torch
+from threadpoolctl import threadpool_limits
+
+threadpool_limits(1)  # in case a library was loaded before this file (by a plugin, say)
 
 DATA_DIR_ENV = "IRBM_DATA_DIR"
 SHARED_DATA = Path(os.environ.get(DATA_DIR_ENV)
