@@ -105,7 +105,6 @@ def test_base_log_partition_matches_closed_form_and_enumeration(family):
 N_CHAINS, N_BETAS = 500, 1000
 
 
-@pytest.mark.xdist_group("ais-trained")  # one worker trains the `trained` models once
 @pytest.mark.parametrize("base", ["model", "data"])
 @pytest.mark.parametrize("kind", ["random", "trained"])
 @pytest.mark.parametrize("family", FAMILIES)

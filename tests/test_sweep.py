@@ -3,8 +3,8 @@
 Tiny models on the embedded digits (8 hidden units, a few epochs, AIS with 20 chains and 100
 temperatures) so that the whole file stays well under a minute on a busy 2-core machine. Two
 clusters in all: the one `run_sweep` starts itself (`swept`), and one of two workers shared by
-the tests that hand a sweep a scheduler address (`cluster`). The tests using them form one
-xdist group, so that one pytest-xdist worker starts each once."""
+the tests that hand a sweep a scheduler address (`cluster`); pytest-xdist runs a module on one
+worker (--dist=loadfile), which starts each once."""
 
 from __future__ import annotations
 
@@ -26,10 +26,6 @@ from irbm.workflows import report_runs
 BASE = {"family": "irbm", "dataset": "digits", "n_hidden": 8, "epochs": 2,
         "evaluation": {"chains": 20, "betas": 100}}
 GRID = {**BASE, "grid": {"lr": [0.1, 0.05], "l1": [0.0, 0.001]}}
-
-
-# The module's fixtures start Dask clusters: one xdist worker runs every test that uses them.
-DASK = pytest.mark.xdist_group("dask-sweep")
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +53,6 @@ def _table(out) -> list[dict]:
         return list(csv.DictReader(stream))
 
 
-@DASK
 def test_every_trial_of_the_grid_finishes_and_is_tabled_from_its_run_directory(swept):
     out, result = swept
     assert result["done"] == 4 and not result["failed"]
@@ -76,7 +71,6 @@ def test_every_trial_of_the_grid_finishes_and_is_tabled_from_its_run_directory(s
     assert "<table>" in (out / "sweep.html").read_text()
 
 
-@DASK
 def test_rerunning_a_finished_sweep_trains_nothing(swept):
     out, _ = swept
     files = [out / row["trial"] / name for row in _table(out)
@@ -87,7 +81,6 @@ def test_rerunning_a_finished_sweep_trains_nothing(swept):
     assert [path.stat().st_mtime_ns for path in files] == before
 
 
-@DASK
 def test_the_command_line_resumes_a_sweep_from_its_file(swept, tmp_path):
     from _cli_helpers import run_cli
     out, _ = swept
@@ -105,14 +98,12 @@ def test_the_command_line_resumes_a_sweep_from_its_file(swept, tmp_path):
     assert bad.code == 2 and "not allowed with argument" in bad.err
 
 
-@DASK
 def test_report_accepts_a_sweep_directory(swept, tmp_path):
     out, _ = swept
     markdown, _ = report_runs([out], tmp_path / "report")
     assert markdown.read_text().count("| iRBM") == 4
 
 
-@DASK
 def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch, cluster):
     (tmp_path / "bad.csv").write_text("0,1,2\n" * 20)  # valid settings, not 0/1 data
     fixed = {key: value for key, value in BASE.items() if key != "dataset"}
@@ -160,7 +151,6 @@ def test_a_sweep_file_is_read_and_a_foreign_directory_refused(tmp_path):
         run_sweep(path, tmp_path / "other", workers=1, progress=False)
 
 
-@DASK
 def test_a_worker_killed_mid_trial_has_its_trial_resumed_from_the_checkpoint(tmp_path, cluster):
     local, client = cluster
     out = tmp_path / "out"
