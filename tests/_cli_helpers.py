@@ -1,5 +1,5 @@
-"""Helpers of tests/test_cli.py: run the CLI in-process, snapshot directories, read PNGs and
-the report's Markdown table."""
+"""Helpers of tests/test_cli.py: run the CLI in-process or as a process of its own, snapshot
+directories, read PNGs and the report's Markdown table."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import hashlib
 import io
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +55,16 @@ def run_cli(*args) -> Result:
         if debug is not None:
             os.environ["IRBM_DEBUG"] = debug
     return Result(code, out.getvalue(), err.getvalue())
+
+
+def exit_with_cli(argv: list[str], stderr_path: str):
+    """``sys.exit(irbm ARGV)`` with stdout discarded and stderr (the C level's too) written to
+    ``stderr_path``: what ``python -m irbm.cli ARGV`` does, as the target of a process started
+    by `multiprocessing`."""
+    with open(os.devnull, "w") as devnull, open(stderr_path, "w") as errors:
+        os.dup2(devnull.fileno(), 1)
+        os.dup2(errors.fileno(), 2)
+    sys.exit(main(argv))
 
 
 def assert_ok(result: Result):

@@ -1,12 +1,55 @@
-"""Shared fixtures. Real data is never committed: tests find it the way a user points irbm at
-it, through ``$IRBM_DATA_DIR``. When that is unset, the developers' layout ``../shared/data``
-beside the repository is used (the tests may know the layout; the library does not)."""
+"""Shared fixtures and the suite's parallelism.
+
+Real data is never committed: tests find it the way a user points irbm at it, through
+``$IRBM_DATA_DIR``. When that is unset, the developers' layout ``../shared/data`` beside the
+repository is used (the tests may know the layout; the library does not).
+
+The suite runs in pytest-xdist worker processes, one per free core (``--numprocesses=auto``
+in pyproject's addopts, `pytest_xdist_auto_num_workers` below; ``--dist=loadfile`` keeps each
+module on one worker, so module-scoped fixtures are built once), and every process of the suite
+-- the workers, and the CLI runs, Dask and joblib workers and benchmarks that tests start --
+uses one thread in each thread pool (torch's, and the BLAS behind numpy and scipy). So the suite
+never runs more busy threads than there are free cores: on a busy core, a second OpenMP or
+OpenBLAS thread spin-waits for a time slice at every barrier, which made scikit-learn's logistic
+regression up to 75 times slower and small torch products 100 times slower. ``-n 0`` (or
+``-p no:xdist``) runs the tests in this one process.
+"""
 
 import os
+
+# One thread per pool, read by each library as it loads (below: torch, numpy, scipy), here and
+# in every subprocess.
+os.environ.update(dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"),
+                                "1"))
+
 from pathlib import Path
 
 import pytest
 import torch
+from threadpoolctl import threadpool_limits
+
+threadpool_limits(1)  # in case a library was loaded before this file (by a plugin, say)
+
+
+def pytest_addoption(parser, pluginmanager):
+    """Without pytest-xdist (not installed, or ``-p no:xdist``), pyproject's
+    ``--numprocesses`` and ``--dist`` are accepted and ignored: the tests run in this process."""
+    if not pluginmanager.has_plugin("xdist"):
+        group = parser.getgroup("xdist (not active)")
+        for option in ("--numprocesses", "--dist"):
+            group.addoption(option, help="ignored: pytest-xdist is not active")
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, absent with -p no:xdist
+def pytest_xdist_auto_num_workers(config):
+    """What ``-n auto`` means: one worker per free core (`irbm._threads.free_cores`, sampled
+    over half a second), at least one; ``$PYTEST_XDIST_AUTO_NUM_WORKERS`` overrides it."""
+    override = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    if override:
+        return int(override)
+    from irbm._threads import free_cores
+    return free_cores(0.5)
+
 
 DATA_DIR_ENV = "IRBM_DATA_DIR"
 SHARED_DATA = Path(os.environ.get(DATA_DIR_ENV)

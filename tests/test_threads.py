@@ -27,3 +27,15 @@ def test_apply_threads_sets_torch_and_validates():
                 _threads.apply_threads(bad)
     finally:
         torch.set_num_threads(previous)
+
+
+def test_the_suite_runs_one_thread_per_pool():
+    """tests/conftest.py: torch and the BLAS behind numpy and scipy (loaded before or during the
+    tests) use one thread each, so that parallel test workers never oversubscribe the cores."""
+    import scipy.linalg  # noqa: F401 -- loads scipy's own BLAS
+    import sklearn.linear_model  # noqa: F401
+    from threadpoolctl import threadpool_info
+
+    assert torch.get_num_threads() == 1
+    pools = threadpool_info()
+    assert pools and all(pool["num_threads"] == 1 for pool in pools), pools
