@@ -43,6 +43,11 @@ machinery, growth itself is now one mat-vec). AIS step within 1.3x at 1,000 chai
 Thread policy: one thread below 10e6 multiply-adds per product (100 hidden), measured free cores
 above; at 250 hidden it chose one thread because other processes were busy (free_cores saw 1
 free core), losing 18-27% to two threads measured a moment later: the estimate is instantaneous.
+Busy mode (--busy --repeats 3, one core kept spinning, 2-core machine otherwise idle): the
+policy chose one thread at every size and one thread was the best at every size (default loss
+0.00 for all 15 cases); two threads made the bare products 1.4-3.2x slower (1000 hidden: 179 ms
+against 55 ms). PCD-10 ratios at one thread: RBM 2.79/1.77/1.47/1.37/1.25, oRBM
+3.59/2.24/1.83/1.62/1.54, iRBM 3.89/2.35/1.88/1.65/1.60 at 100/250/500/1000/1500 hidden.
 Not done: a faster uniform source for training (numpy PCG64 as AIS uses would change the
 checkpointed generator state), float32-floor tricks (bfloat16, binary-visible products).
 """
