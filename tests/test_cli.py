@@ -461,6 +461,21 @@ def test_report_over_several_runs_matches_the_evaluations(pipeline, tmp_path, mo
     assert [row["Model"] for row in rows] == ["RBM", "iRBM"]
 
 
+def test_report_says_which_regularization_convention_a_run_used(tmp_path):
+    for convention in ("proximal", "authors"):
+        run_dir = tmp_path / convention
+        assert_ok(run_cli("train", "rbm", "digits", "--out", run_dir, *TINY_TRAIN, "--epochs", 1,
+                          "--l1", "1e-3", "--regularization", convention))
+        assert_ok(run_cli("evaluate", run_dir, "--chains", 5, "--betas", 10))
+    assert_ok(run_cli("report", tmp_path / "proximal", tmp_path / "authors",
+                      "--out", tmp_path / "report"))
+    proximal_row, authors_row = [line for line in
+                                 (tmp_path / "report" / "report.md").read_text().splitlines()
+                                 if line.startswith("| RBM")]
+    assert "authors regularization" in authors_row
+    assert "regularization" not in proximal_row
+
+
 def test_report_of_an_unevaluated_run_is_an_error(tmp_path):
     run_dir = tmp_path / "run"
     assert_ok(run_cli("train", "rbm", "digits", "--out", run_dir, *TINY_TRAIN, "--epochs", 1))

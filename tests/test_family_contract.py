@@ -250,3 +250,14 @@ def test_the_outside_family_trains_evaluates_and_reports_through_the_cli(tmp_pat
     assert main(["evaluate", str(run), "--chains", "20", "--betas", "100"]) == 0
     assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 0
     assert "oRBM (constant penalty)" in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_a_family_with_an_unknown_authors_l1_is_refused_at_registration():
+    from irbm.models import register_family
+
+    class Misspelt(irbm.OrderedRBM):
+        family, authors_l1 = "orbm-misspelt-test", "sub-gradient"
+
+    with pytest.raises(ValueError, match="authors_l1 must be 'subgradient' or 'proximal'"):
+        register_family(Misspelt)
+    assert "orbm-misspelt-test" not in REGISTRY
