@@ -49,7 +49,8 @@ policy chose one thread at every size and one thread was the best at every size 
 against 55 ms). PCD-10 ratios at one thread: RBM 2.79/1.77/1.47/1.37/1.25, oRBM
 3.59/2.24/1.83/1.62/1.54, iRBM 3.89/2.35/1.88/1.65/1.60 at 100/250/500/1000/1500 hidden.
 Not done: a faster uniform source for training (numpy PCG64 as AIS uses would change the
-checkpointed generator state), float32-floor tricks (bfloat16, binary-visible products).
+checkpointed generator state). Under the float32 floor (bfloat16, float16, sparse binary
+visibles, torch.compile): measured in bench_precision.py, all slower on this CPU, none adopted.
 """
 
 from __future__ import annotations
