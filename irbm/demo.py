@@ -18,14 +18,15 @@ from .workflows import evaluate_run, plot_run, report_runs, train_run
 logger = logging.getLogger(__name__)
 
 DATASET = "digits"
-# (family, settings): chosen to finish in a few minutes on 2 CPU cores.
+# (family, settings) and budgets: chosen to finish in under 45 s on an idle 2-core machine
+# (measured: about 40 s; 200 epochs and 400 x 6,000 AIS took 126 s for NLLs ~0.7 nat better).
 MODELS = (
     ("rbm", {"n_hidden": 100, "lr": 0.05}),
     ("orbm", {"n_hidden": 100, "lr": 0.05}),
     ("irbm", {"lr": 0.05, "l1": 1e-3}),
 )
-EPOCHS, QUICK_EPOCHS = 200, 5
-CHAINS, BETAS = 400, 6000
+EPOCHS, QUICK_EPOCHS = 60, 5
+CHAINS, BETAS = 200, 2000
 QUICK_CHAINS, QUICK_BETAS = 50, 300
 
 
