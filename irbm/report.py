@@ -55,6 +55,9 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
         "Epoch": f"{record.get('epoch')} ({record.get('which', 'latest')})",
         "Settings": f"{settings.optimizer} lr {settings.lr}, L1 {settings.l1}, L2 {settings.l2}"
                     + (", random permutation" if settings.random_permutation else "")
+                    + (f" ({settings.regrouping} regrouping)"
+                       if settings.regrouping != "all" else "")
+                    + (f", {settings.growth} growth" if settings.growth != "any" else "")
                     + (f", {settings.regularization} regularization"
                        if settings.regularization != "proximal" else ""),
         "AIS (base, chains x temperatures, ESS)": ais,

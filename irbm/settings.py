@@ -28,6 +28,8 @@ import torch
 
 from .models import FAMILIES, family_class
 from .optim import OPTIMIZERS, REGULARIZATIONS
+from .strategies import REGROUPINGS
+from .training import GROWTH_RULES
 
 GROUPS = ("model", "training", "data", "evaluation", "system")
 DTYPES = ("float32", "float64")
@@ -172,6 +174,15 @@ class Settings:
     random_permutation: bool = _setting(
         "permute the hidden units before each update (Peng et al. 2018; families with z only)",
         "training", False)
+    regrouping: str = _setting(
+        "which units --random-permutation permutes: 'all' trained units, or 'peng' (Peng et "
+        "al.'s code: the first 0.9 l units for 10 epochs, then, after sorting the units by "
+        "filter norm once, about the chains' mean z minus 10)", "training", "all",
+        choices=REGROUPINGS)
+    growth: str = _setting(
+        "what a growing model (iRBM) grows on: 'any' z sampled past its units in the update "
+        "(the paper), or 'paired' (Peng et al.'s code: a data row's z and its paired chain's "
+        "z both past them)", "training", "any", choices=GROWTH_RULES)
     # ---------------------------------------------------------------- data
     dataset: str = _setting("mnist, caltech101, digits (embedded), or a .npy/.npz/.csv file of "
                             "0/1 rows", "data", positional=True)
@@ -208,6 +219,12 @@ class Settings:
         if self.random_permutation and not cls.has_z:
             raise ValueError(f"random_permutation needs a family whose hidden units are ordered "
                              f"(with z); {self.family} has none")
+        if self.regrouping != "all" and not self.random_permutation:
+            raise ValueError(f"regrouping {self.regrouping!r} chooses which units "
+                             "random_permutation permutes; turn random_permutation on too")
+        if self.growth != "any" and not cls.resizable:
+            raise ValueError(f"growth {self.growth!r} chooses when a model grows; {self.family} "
+                             "has a fixed number of hidden units")
         self._probe_family()
 
     def _probe_family(self):
@@ -238,7 +255,7 @@ class Settings:
         """Keyword arguments of `irbm.Trainer`."""
         return {"cd_k": self.cd_k, "persistent": self.pcd, "batch_size": self.batch_size,
                 "optimizer": self.optimizer, "lr": self.lr, "l1": self.l1, "l2": self.l2,
-                "regularization": self.regularization,
+                "regularization": self.regularization, "growth": self.growth,
                 "seed": self.seed}
 
     def record(self) -> dict:

@@ -6,9 +6,15 @@ so a new strategy is one class here (or in a user's own file) and no trainer edi
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .training import Callback
+
+REGROUPINGS = ("all", "peng")
+# Peng et al.'s code: permute 0.9 l units for this many epochs, then sort by filter norm once.
+WARMUP_EPOCHS, WARMUP_FRACTION = 10, 0.9
 
 
 class RandomPermutation(Callback):
@@ -16,37 +22,102 @@ class RandomPermutation(Callback):
     training the infinite restricted Boltzmann machines", Machine Learning 107, 2018).
 
     An ordered model (oRBM, iRBM) learns its units left to right, and a unit's filter changes
-    slowly once its neighbours use it. Permuting the trained units before every update breaks
-    that dependency: the model is trained as a mixture over orderings (an effect the authors
-    liken to dropout) and converges faster. The permutation is applied through
+    slowly once its neighbours use it. Permuting the units before every update breaks that
+    dependency: the model is trained as a mixture over orderings (an effect the authors liken
+    to dropout) and converges faster. The permutation is applied through
     `irbm.Trainer.relayout_hidden`, so ADAGRAD's per-unit accumulators move with their units,
     and it is kept (the next update draws a new one from the permuted model).
 
-    Measured here (CalTech101, iRBM, lr 0.05, L1 1e-3, PCD-10, ADAGRAD): combined with the
-    paper's growth rule, permuting every trained unit makes the hidden layer grow without
-    bound, about 60 units per epoch (2,175 units after 36 epochs, against 299 without the
-    permutation). Barely trained units land at the front and strong ones at the back, so
-    P(z | v) keeps mass near l, z keeps reaching past l, and L1 cannot prune the zero units,
-    which are no longer trailing. See results/caltech101_random_permutation.md.
+    Which units are permuted (``regrouping``):
+
+    - ``"all"``: every unit. Measured here (CalTech101, iRBM, lr 0.05, L1 1e-3, PCD-10,
+      ADAGRAD, the paper's growth rule): the layer grows without bound, about 60 units per
+      epoch (2,175 units after 36 epochs, against 299 without the permutation). Barely trained
+      units land at the front and strong ones at the back, so P(z | v) keeps mass near l, z
+      keeps reaching past l, and L1 cannot prune the zero units, which are no longer trailing.
+    - ``"peng"``: the first M_t units, as the authors' public code does (their paper calls M_t
+      the regrouping rate). For the first 10 epochs M_t = round(0.9 l); at the first update of
+      epoch 11 the units are sorted by filter norm, largest first, and not permuted; after
+      that M_t follows m, the mean z of the persistent chains per epoch (from the trainer's
+      gradient pass): round(0.9 x mean of the last 10 epochs' m) while the last m < 100, else
+      round(mean of m over the epochs since the 80% point of training so far) - 10; M_t is
+      kept within 1..l. Their code pairs this with a stricter growth rule (``growth="paired"``
+      of the trainer) and a constant penalty beta ln 2 per unit, which irbm's models do not
+      have.
 
     Parameters
     ----------
+    regrouping : {"all", "peng"}
     generator : torch.Generator, optional
         Draws the permutations. Default: the trainer's Gibbs generator, whose state is in every
-        checkpoint, so a resumed run draws the same permutations (bit-identical resume).
+        checkpoint, so a resumed run draws the same permutations (bit-identical resume). With
+        "peng", the per-epoch chain means are kept in the trainer's history
+        (``"mean_chain_z"``), so they too survive a resume.
     """
 
-    def __init__(self, generator: torch.Generator | None = None):
+    def __init__(self, regrouping: str = "all", generator: torch.Generator | None = None):
+        if regrouping not in REGROUPINGS:
+            raise ValueError(f"regrouping must be one of {REGROUPINGS}, got {regrouping!r}")
+        self.regrouping = regrouping
         self.generator = generator
+        self._z_sum, self._z_count, self._sort_pending = 0.0, 0, True
 
     def on_fit_start(self, trainer):
         if not trainer.model.has_z:
             raise ValueError(f"random permutation training needs a model whose hidden units are "
                              f"ordered (with z); a {trainer.model.display_name} has none")
+        # Runs resume at epoch boundaries, so the sort is due at the start of epoch 11 only.
+        self._z_sum, self._z_count, self._sort_pending = 0.0, 0, True
 
     def on_update_start(self, trainer, batch):
-        generator = self.generator or trainer.gibbs_generator
         n_hidden = trainer.model.n_hidden
-        if n_hidden > 1:
-            trainer.relayout_hidden(torch.randperm(n_hidden, generator=generator,
-                                                   device=generator.device))
+        count = n_hidden if self.regrouping == "all" else self._regrouped(trainer, n_hidden)
+        if count == 0:
+            norms = trainer.model.filters().norm(dim=1)
+            trainer.relayout_hidden(torch.argsort(norms, descending=True, stable=True))
+        elif count > 1:
+            generator = self.generator or trainer.gibbs_generator
+            order = torch.randperm(count, generator=generator, device=generator.device)
+            rest = torch.arange(count, n_hidden, device=order.device)
+            trainer.relayout_hidden(torch.cat([order, rest]))
+
+    def on_update_end(self, trainer, batch):
+        if self.regrouping == "peng" and trainer.last_z is not None:
+            chains = trainer.last_z[batch.shape[0]:]
+            self._z_sum += float(chains.double().mean())  # one sync per update, as growth has
+            self._z_count += 1
+
+    def on_epoch_end(self, trainer, metrics):
+        if self.regrouping == "peng" and self._z_count:
+            metrics["mean_chain_z"] = self._z_sum / self._z_count
+        self._z_sum, self._z_count, self._sort_pending = 0.0, 0, True
+
+    def _regrouped(self, trainer, n_hidden) -> int:
+        """M_t, the number of leading units to permute in this update (0: sort them instead)."""
+        epoch = trainer.epoch + 1  # the epoch under way, counted from 1 as in Peng et al.
+        if epoch <= WARMUP_EPOCHS:
+            return _round(WARMUP_FRACTION * n_hidden)
+        if epoch == WARMUP_EPOCHS + 1:
+            sort, self._sort_pending = self._sort_pending, False
+            return 0 if sort else 1
+        # history[k - 1] is epoch k; the slices are the epochs Peng et al.'s code averages.
+        means = [row.get("mean_chain_z") for row in trainer.history[:epoch - 1]]
+        if means and means[-1] is not None and means[-1] < 100:
+            used = means[-10:]
+        else:
+            first = _round(0.8 * epoch) - 1 if epoch > WARMUP_EPOCHS + 11 else WARMUP_EPOCHS
+            used = means[first:]
+        if not used or any(m is None for m in used):
+            raise ValueError("regrouping 'peng' needs the chains' mean z of past epochs "
+                             "('mean_chain_z' in the history); this run was trained without it "
+                             "up to now: continue it with regrouping 'all' or start a new run")
+        if means[-1] < 100:
+            count = _round(WARMUP_FRACTION * sum(used) / len(used))
+        else:
+            count = _round(sum(used) / len(used)) - 10
+        return min(max(count, 1), n_hidden)
+
+
+def _round(value: float) -> int:
+    """Halves away from zero, as MATLAB's round (Python's rounds them to even)."""
+    return math.floor(value + 0.5)

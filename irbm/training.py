@@ -21,6 +21,7 @@ from .models import EnergyModel
 from .optim import Optimizer
 
 _MONITOR_ROWS = 2000  # examples used for the per-epoch metrics on the training set
+GROWTH_RULES = ("any", "paired")
 
 
 @dataclass
@@ -38,6 +39,7 @@ class TrainingConfig:
     n_chains: int | None = None
     seed: int = 1234
     regularization: str = "proximal"
+    growth: str = "any"
 
 
 class Callback:
@@ -100,6 +102,11 @@ class Trainer:
         ``regularization``).
     regularization : {"proximal", "authors"}
         How L1 and L2 apply: irbm's convention or the authors' code's (`irbm.optim.Optimizer`).
+    growth : {"any", "paired"}
+        Which sampled z a growing model (the iRBM) grows on. "any" (the paper): the largest z
+        sampled anywhere in the update, in every Gibbs step and in the gradient pass. "paired"
+        (Peng et al.'s code): only the gradient pass's z, and only a value that data row n and
+        chain n both reached, i.e. max_n min(z_data[n], z_chain[n]); growth is much rarer.
     seed : int
         Seeds the Gibbs sampler and the minibatch order.
     device : torch.device or str, optional
@@ -112,12 +119,15 @@ class Trainer:
 
     def __init__(self, model: EnergyModel, *, cd_k=10, persistent=True, batch_size=64,
                  optimizer="adagrad", lr=0.03, l1=0.0, l2=0.0, seed=1234, device=None,
-                 n_chains=None, epsilon=1e-6, regularization="proximal", progress=True):
+                 n_chains=None, epsilon=1e-6, regularization="proximal", growth="any",
+                 progress=True):
         cd_k, batch_size = _count(cd_k, "cd_k"), _count(batch_size, "batch_size")
         n_chains = None if n_chains is None else _count(n_chains, "n_chains")
+        if growth not in GROWTH_RULES:
+            raise ValueError(f"growth must be one of {GROWTH_RULES}, got {growth!r}")
         self.config = TrainingConfig(cd_k, bool(persistent), batch_size, optimizer, float(lr),
                                      float(l1), float(l2), float(epsilon), n_chains,
-                                     int(seed), regularization)
+                                     int(seed), regularization, growth)
         self.device = torch.device(device) if device is not None else model.device
         try:
             self.model = model.to(self.device)
@@ -132,6 +142,8 @@ class Trainer:
         self.gibbs_generator = torch.Generator(device=self.device).manual_seed(int(seed))
         self.order_generator = torch.Generator().manual_seed(int(seed) + 1)
         self.chains = None
+        # z of the last gradient pass, (batch rows + chains,) or None: strategies read it.
+        self.last_z: torch.Tensor | None = None
         self.callbacks: list[Callback] = []
         self.stop_training = False
 
@@ -186,8 +198,9 @@ class Trainer:
         with self.model.trusted_inputs():
             negatives, largest_z = self._negative_phase(batch)
             gradients, z = self._gradients(batch, negatives)
+            self.last_z = z
             if z is not None:
-                largest_z = z.max() if largest_z is None else torch.maximum(largest_z, z.max())
+                largest_z = self._growth_z(largest_z, z, batch.shape[0])
             growth = self.model.growth_layout(None if largest_z is None else int(largest_z))
             if growth is not None:
                 self.relayout_hidden(growth)
@@ -202,6 +215,15 @@ class Trainer:
         self.state.updates += 1
         for callback in self.callbacks:
             callback.on_update_end(self, batch)
+
+    def _growth_z(self, negative_phase_z, z, n_rows):
+        """The z the model grows on (see ``growth``), from the negative phase's largest z and
+        the gradient pass's z (n_rows data rows, then the chains)."""
+        if self.config.growth == "any":
+            largest = z.max()
+            return largest if negative_phase_z is None else torch.maximum(negative_phase_z, largest)
+        pairs = min(n_rows, z.shape[0] - n_rows)
+        return torch.minimum(z[:pairs], z[n_rows:n_rows + pairs]).max()
 
     # ------------------------------------------------------------------ epochs
     def _as_data(self, data) -> torch.Tensor:
@@ -309,8 +331,8 @@ class Trainer:
         if metadata.get("kind") != "trainer":
             raise ckpt.CheckpointError(f"{path} is a model checkpoint, not a training state")
         recorded = metadata.get("training")
-        if isinstance(recorded, dict):  # checkpoints before the option used irbm's convention
-            recorded = {"regularization": "proximal", **recorded}
+        if isinstance(recorded, dict):  # checkpoints from before these options behaved so
+            recorded = {"regularization": "proximal", "growth": "any", **recorded}
         known = set(TrainingConfig.__dataclass_fields__)
         if not isinstance(recorded, dict) or set(recorded) != known:
             raise ckpt.CheckpointError(f"{path}: the recorded training settings are malformed")

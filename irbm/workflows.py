@@ -215,7 +215,7 @@ def _callbacks(settings, out, train, valid, record, echo) -> list:
     callbacks = [runs.StopOnNonFinite()]
     if settings.random_permutation:
         from .strategies import RandomPermutation
-        callbacks.insert(0, RandomPermutation())
+        callbacks.insert(0, RandomPermutation(settings.regrouping))
     if settings.eval_every and valid is not None:
         callbacks.append(runs.ValidateWithAIS(
             out, valid, settings.eval_every, base_data=train, n_chains=settings.eval_chains,

@@ -68,7 +68,8 @@ def describe(record: dict) -> tuple[str, str, dict]:
 
 
 # Settings shown beside optimizer, lr and L1 when they differ from these defaults.
-NOTED = {"regularization": "proximal", "seed": 1234, "l2": 0.0}
+NOTED = {"regularization": "proximal", "seed": 1234, "l2": 0.0, "regrouping": "all",
+         "growth": "any"}
 SKIPPED = {"eval_every", "eval_chains", "eval_betas", "train_size", "valid_size", "test_size",
            "binarize", "max_hidden", "dtype"}
 

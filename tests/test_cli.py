@@ -603,6 +603,8 @@ BAD_SETTINGS = [
      ["orbm does not take max_hidden", "the options of orbm are n_hidden, beta"]),
     (["rbm", "digits", "--beta", 1.5], ["rbm does not take beta", "options of rbm are n_hidden"]),
     (["rbm", "digits", "--random-permutation"], ["random_permutation", "rbm has none"]),
+    (["irbm", "digits", "--regrouping", "peng"], ["regrouping 'peng'", "random_permutation on"]),
+    (["orbm", "digits", "--growth", "paired"], ["growth 'paired'", "fixed number of hidden"]),
     (["rbm", "digits", "--binarize", "threshold"], ["binary already"]),
 ]
 
@@ -801,7 +803,7 @@ def test_every_setting_is_a_config_key_recorded_in_the_run(tmp_path):
     values = {"n_hidden": 5, "beta": 1.2, "max_hidden": 40, "dtype": "float64", "epochs": 1,
               "batch_size": 50, "lr": 0.02, "optimizer": "sgd", "l1": 1e-4, "l2": 1e-4,
               "regularization": "authors", "cd_k": 2, "pcd": False, "seed": 3,
-              "random_permutation": True,
+              "random_permutation": True, "regrouping": "peng", "growth": "paired",
               "train_size": 200, "valid_size": 40, "test_size": 40, "binarize": "threshold",
               "eval_every": 1, "eval_chains": 5, "eval_betas": 20, "threads": 1}
     assert set(values) == set(CONFIG_KEYS)
@@ -826,6 +828,8 @@ def test_every_setting_is_a_config_key_recorded_in_the_run(tmp_path):
     ('lr = true\n', "lr must be a finite number > 0"),
     ('lr = nan\n', "lr must be a finite number > 0, got nan"),
     ('optimizer = "adam"\n', "optimizer must be one of adagrad, sgd"),
+    ('regrouping = "sorted"\n', "regrouping must be one of all, peng"),
+    ('growth = "both"\n', "growth must be one of any, paired"),
     ('dtype = "int8"\n', "dtype must be one of"),
     ('max_hidden = 5\n', "rbm does not take max_hidden"),
     ('epochs = [1\n', "not valid TOML"),

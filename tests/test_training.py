@@ -236,17 +236,21 @@ def test_with_l1_alone_the_irbm_trains_identically_under_both_conventions():
     assert not torch.equal(finals["orbm", "proximal"]["W"], finals["orbm", "authors"]["W"])
 
 
-def test_a_checkpoint_from_before_the_regularization_option_resumes_as_proximal(tmp_path):
-    trainer = Trainer(FACTORIES["rbm"](), cd_k=1, batch_size=20, l1=1e-3, progress=False)
+def test_a_checkpoint_from_before_the_regularization_and_growth_options_resumes_as_before(
+        tmp_path):
+    trainer = Trainer(FACTORIES["irbm"](), cd_k=1, batch_size=20, l1=1e-3, progress=False)
     trainer.fit(prototype_data(n_rows=40), 1)
     path = tmp_path / "checkpoint.safetensors"
     trainer.save_checkpoint(path)
     tensors, metadata = ckpt.read_checkpoint(path)
-    del metadata["training"]["regularization"]
+    del metadata["training"]["regularization"], metadata["training"]["growth"]
     ckpt.write_checkpoint(path, tensors, metadata)
-    assert Trainer.from_checkpoint(path).config.regularization == "proximal"
+    resumed = Trainer.from_checkpoint(path)
+    assert (resumed.config.regularization, resumed.config.growth) == ("proximal", "any")
     with pytest.raises(ValueError, match="regularization: proximal -> authors"):
         Trainer.from_checkpoint(path, regularization="authors")
+    with pytest.raises(ValueError, match="growth: any -> paired"):
+        Trainer.from_checkpoint(path, growth="paired")
 
 
 def test_optimizer_rejects_bad_settings():
