@@ -181,6 +181,20 @@ def _fmt(value, digits=2):
     return f"{value:.{digits}f}" if math.isfinite(value) else str(value)
 
 
+def epochs_cell(row: dict) -> str:
+    """"EPOCHS (PAPER'S)", marked partial when training stopped short of the paper's epochs;
+    for a selected row, the epoch chosen and the candidates' validation NLLs (the run is
+    partial only if its last candidate falls short)."""
+    candidates = row.get("selection", [])
+    trained = max((c["epochs"] for c in candidates), default=row["epochs"])
+    partial = row["paper_epochs"] and trained < row["paper_epochs"]
+    cell = f"{row['epochs']} ({row['paper_epochs'] or '-'})" + (" partial" if partial else "")
+    if candidates:
+        cell += ", selected by valid NLL among " + ", ".join(
+            f"{c['epochs']}: {c['valid_nll']:.2f}" for c in candidates)
+    return cell
+
+
 def markdown(rows: list[dict]) -> str:
     lines = ["| model | hidden | epochs (paper) | optimizer, lr, L1 | AIS base: test NLL +/- se "
              "[ESS / chains] | RAISE NLL (AIS, same rows) | paper NLL | CPU time |",
@@ -195,12 +209,7 @@ def markdown(rows: list[dict]) -> str:
         raise_cell = "-" if conservative is None else (
             f"{_fmt(conservative['mean'])} ({_fmt(conservative['ais_nll_same_rows'])}, "
             f"{conservative['n_rows']} rows)")
-        partial = row["paper_epochs"] and row["epochs"] < row["paper_epochs"]
-        epochs = f"{row['epochs']} ({row['paper_epochs'] or '-'})" + (" partial" if partial
-                                                                      else "")
-        if "selection" in row:
-            epochs += ", best valid NLL of " + ", ".join(
-                f"{c['epochs']}: {c['valid_nll']:.2f}" for c in row["selection"])
+        epochs = epochs_cell(row)
         extra = [f"{key} {settings[key]}" for key, default in NOTED.items()
                  if key in settings and settings[key] != default]
         paper = ("-" if row["paper_nll"] is None else

@@ -118,6 +118,19 @@ def test_snapshots_joined_by_commas_give_the_row_with_the_best_validation_nll(tm
     assert [c["valid_nll"] for c in selected["selection"]] == pytest.approx(
         [valid_nll[str(s)] for s in snapshots])
     table = out.with_suffix(".md").read_text()
-    assert "best valid NLL of 1: " in table and "seed 7" in table
+    assert "selected by valid NLL among 1: " in table and "seed 7" in table
     nlls = [row["evaluation"]["ais"][0]["nll"] for row in (selected, other_row)]
     assert f"| 1234 | 1 | {nlls[0]:.2f} |" in table and f"| 7 | 1 | {nlls[1]:.2f} |" in table
+
+
+def test_a_selected_row_is_partial_only_when_its_last_candidate_falls_short():
+    script = _script()
+    row = {"epochs": 4000, "paper_epochs": 5000,
+           "selection": [{"epochs": e, "valid_nll": v} for e, v in ((4000, 159.3), (5000, 160.8))]}
+    assert script.epochs_cell(row) == ("4000 (5000), selected by valid NLL among 4000: 159.30, "
+                                       "5000: 160.80")
+    row["selection"].pop()
+    assert script.epochs_cell(row).startswith("4000 (5000) partial, selected")
+    assert script.epochs_cell({"epochs": 1000, "paper_epochs": 3000}) == "1000 (3000) partial"
+    assert script.epochs_cell({"epochs": 3000, "paper_epochs": 3000}) == "3000 (3000)"
+    assert script.epochs_cell({"epochs": 7, "paper_epochs": None}) == "7 (-)"
