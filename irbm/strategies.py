@@ -43,7 +43,9 @@ class RandomPermutation(Callback):
       round(mean of m over the epochs since the 80% point of training so far) - 10; M_t is
       kept within 1..l. Their code pairs this with a stricter growth rule (``growth="paired"``
       of the trainer) and a constant penalty beta ln 2 per unit, which irbm's models do not
-      have.
+      have. Measured here with ``growth="paired"`` and the settings above: about one unit per
+      epoch (689 at epoch 500), but a test NLL of about 213 at both 150 and 500 epochs, far
+      behind plain training (results/caltech101_peng.md).
 
     Parameters
     ----------
