@@ -177,7 +177,8 @@ class Settings:
     regrouping: str = _setting(
         "which units --random-permutation permutes: 'all' trained units, or 'peng' (Peng et "
         "al.'s code: the first 0.9 l units for 10 epochs, then, after sorting the units by "
-        "filter norm once, about the chains' mean z minus 10)", "training", "all",
+        "filter norm once, a number following the chains' recent mean z: 0.9 times it below "
+        "100, else it minus 10)", "training", "all",
         choices=REGROUPINGS)
     growth: str = _setting(
         "what a growing model (iRBM) grows on: 'any' z sampled past its units in the update "

@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from .training import Callback
+from .training import Callback, CheckpointEvery
 
 REGROUPINGS = ("all", "peng")
 # Peng et al.'s code: permute 0.9 l units for this many epochs, then sort by filter norm once.
@@ -38,14 +38,15 @@ class RandomPermutation(Callback):
     - ``"peng"``: the first M_t units, as the authors' public code does (their paper calls M_t
       the regrouping rate). For the first 10 epochs M_t = round(0.9 l); at the first update of
       epoch 11 the units are sorted by filter norm, largest first, and not permuted; after
-      that M_t follows m, the mean z of the persistent chains per epoch (from the trainer's
+      that M_t follows m, the mean z of the negative chains per epoch (from the trainer's
       gradient pass): round(0.9 x mean of the last 10 epochs' m) while the last m < 100, else
-      round(mean of m over the epochs since the 80% point of training so far) - 10; M_t is
-      kept within 1..l. Their code pairs this with a stricter growth rule (``growth="paired"``
-      of the trainer) and a constant penalty beta ln 2 per unit, which irbm's models do not
-      have. Measured here with ``growth="paired"`` and the settings above: about one unit per
-      epoch (689 at epoch 500), but a test NLL of about 213 at both 150 and 500 epochs, far
-      behind plain training (results/caltech101_peng.md).
+      round(mean of m over epochs 11..e-1) - 10 up to epoch e = 21 and round(mean of m over
+      epochs round(0.8 e)..e-1) - 10 after; M_t is kept within 1..l. Their code pairs this
+      with a stricter growth rule (``growth="paired"`` of the trainer) and a constant penalty
+      beta ln 2 per unit, which irbm's models do not have. Measured here with
+      ``growth="paired"`` and the settings above: about one unit per epoch (689 at epoch
+      500), but a test NLL of about 213 at both 150 and 500 epochs, far behind plain
+      training (results/caltech101_peng.md).
 
     Parameters
     ----------
@@ -54,7 +55,8 @@ class RandomPermutation(Callback):
         Draws the permutations. Default: the trainer's Gibbs generator, whose state is in every
         checkpoint, so a resumed run draws the same permutations (bit-identical resume). With
         "peng", the per-epoch chain means are kept in the trainer's history
-        (``"mean_chain_z"``), so they too survive a resume.
+        (``"mean_chain_z"``), so they too survive a resume; the strategy must therefore come
+        before any checkpointing callback (checked when training starts).
     """
 
     def __init__(self, regrouping: str = "all", generator: torch.Generator | None = None):
@@ -70,6 +72,16 @@ class RandomPermutation(Callback):
                              f"ordered (with z); a {trainer.model.display_name} has none")
         # Runs resume at epoch boundaries, so the sort is due at the start of epoch 11 only.
         self._z_sum, self._z_count, self._sort_pending = 0.0, 0, True
+        if self.regrouping != "peng":
+            return
+        if any("mean_chain_z" not in row for row in trainer.history):
+            raise ValueError("regrouping 'peng' needs the chains' mean z of every past epoch "
+                             "('mean_chain_z' in the history); this run was trained without "
+                             "it: continue it with regrouping 'all' or start a new run")
+        position = trainer.callbacks.index(self) if self in trainer.callbacks else 0
+        if any(isinstance(c, CheckpointEvery) for c in trainer.callbacks[:position]):
+            raise ValueError("RandomPermutation('peng') must come before CheckpointEvery in "
+                             "the callbacks, so that each checkpoint holds the epoch's mean z")
 
     def on_update_start(self, trainer, batch):
         n_hidden = trainer.model.n_hidden
@@ -121,5 +133,6 @@ class RandomPermutation(Callback):
 
 
 def _round(value: float) -> int:
-    """Halves away from zero, as MATLAB's round (Python's rounds them to even)."""
+    """Halves up, as MATLAB's round does for the non-negative values used here (Python's
+    round takes halves to the even neighbour)."""
     return math.floor(value + 0.5)

@@ -106,7 +106,8 @@ class Trainer:
         Which sampled z a growing model (the iRBM) grows on. "any" (the paper): the largest z
         sampled anywhere in the update, in every Gibbs step and in the gradient pass. "paired"
         (Peng et al.'s code): only the gradient pass's z, and only a value that data row n and
-        chain n both reached, i.e. max_n min(z_data[n], z_chain[n]); growth is much rarer.
+        chain n both reached, i.e. max_n min(z_data[n], z_chain[n]) over the first
+        min(rows, chains) pairs (unpaired rows or chains are ignored); growth is much rarer.
     seed : int
         Seeds the Gibbs sampler and the minibatch order.
     device : torch.device or str, optional

@@ -9,7 +9,7 @@ import torch
 
 import irbm
 from irbm.strategies import RandomPermutation
-from irbm.training import Trainer
+from irbm.training import CheckpointEvery, Trainer
 
 N_VISIBLE = 10
 
@@ -80,6 +80,19 @@ def test_a_history_without_chain_means_is_a_clear_error():
         strategy._regrouped(stub(14, [None] * 14), 100)
 
 
+def test_peng_regrouping_refuses_at_once_a_run_without_chain_means_or_a_late_position(tmp_path):
+    rows = data()
+    trainer = Trainer(irbm.InfiniteRBM(N_VISIBLE, dtype=torch.float64), cd_k=1, batch_size=20,
+                      progress=False)
+    trainer.fit(rows, 2, callbacks=[RandomPermutation("all")])
+    with pytest.raises(ValueError, match="mean_chain_z"):
+        trainer.fit(rows, 30, callbacks=[RandomPermutation("peng")])
+    assert trainer.epoch == 2  # refused before any work
+    fresh = Trainer(irbm.InfiniteRBM(N_VISIBLE, dtype=torch.float64), progress=False)
+    with pytest.raises(ValueError, match="before CheckpointEvery"):
+        fresh.fit(rows, 1, callbacks=[CheckpointEvery(tmp_path), RandomPermutation("peng")])
+
+
 def test_unknown_regrouping_is_refused():
     with pytest.raises(ValueError, match="regrouping must be one of"):
         RandomPermutation("sorted")
@@ -130,7 +143,8 @@ def test_the_sort_orders_units_by_filter_norm_with_their_state():
     assert torch.equal(model.W, W[order])
 
 
-def test_peng_regrouping_resumes_bit_identically_across_the_sort(tmp_path):
+@pytest.mark.parametrize("stop", [9, 10, 11, 12])
+def test_peng_regrouping_resumes_bit_identically_across_the_sort(tmp_path, stop):
     rows = data()
     options = dict(cd_k=2, batch_size=20, lr=0.05, l1=1e-3, growth="paired", progress=False)
 
@@ -140,7 +154,7 @@ def test_peng_regrouping_resumes_bit_identically_across_the_sort(tmp_path):
     straight = fresh()
     straight.fit(rows, 13, callbacks=[RandomPermutation("peng")])
     first = fresh()
-    first.fit(rows, 9, callbacks=[RandomPermutation("peng")])
+    first.fit(rows, stop, callbacks=[RandomPermutation("peng")])
     first.save_checkpoint(tmp_path / "state.safetensors")
     resumed = Trainer.from_checkpoint(tmp_path / "state.safetensors", progress=False)
     resumed.fit(rows, 13, callbacks=[RandomPermutation("peng")])
