@@ -24,7 +24,7 @@ class RandomPermutation(Callback):
     An ordered model (oRBM, iRBM) learns its units left to right, and a unit's filter changes
     slowly once its neighbours use it. Permuting the units before every update breaks that
     dependency: the model is trained as a mixture over orderings (an effect the authors liken
-    to dropout) and converges faster. The permutation is applied through
+    to dropout) and, they report, converges faster. The permutation is applied through
     `irbm.Trainer.relayout_hidden`, so ADAGRAD's per-unit accumulators move with their units,
     and it is kept (the next update draws a new one from the permuted model).
 
@@ -64,14 +64,19 @@ class RandomPermutation(Callback):
             raise ValueError(f"regrouping must be one of {REGROUPINGS}, got {regrouping!r}")
         self.regrouping = regrouping
         self.generator = generator
-        self._z_sum, self._z_count, self._sort_pending = 0.0, 0, True
+        self._reset_epoch()
+
+    def _reset_epoch(self):
+        # The chains' z summed over the epoch's updates, kept on the device: no host sync
+        # per update (one per epoch, in on_epoch_end).
+        self._z_sum, self._z_count, self._sort_pending = None, 0, True
 
     def on_fit_start(self, trainer):
         if not trainer.model.has_z:
             raise ValueError(f"random permutation training needs a model whose hidden units are "
                              f"ordered (with z); a {trainer.model.display_name} has none")
         # Runs resume at epoch boundaries, so the sort is due at the start of epoch 11 only.
-        self._z_sum, self._z_count, self._sort_pending = 0.0, 0, True
+        self._reset_epoch()
         if self.regrouping != "peng":
             return
         if any("mean_chain_z" not in row for row in trainer.history):
@@ -97,14 +102,14 @@ class RandomPermutation(Callback):
 
     def on_update_end(self, trainer, batch):
         if self.regrouping == "peng" and trainer.last_z is not None:
-            chains = trainer.last_z[batch.shape[0]:]
-            self._z_sum += float(chains.double().mean())  # one sync per update, as growth has
+            mean = trainer.last_z[batch.shape[0]:].double().mean()
+            self._z_sum = mean if self._z_sum is None else self._z_sum + mean
             self._z_count += 1
 
     def on_epoch_end(self, trainer, metrics):
         if self.regrouping == "peng" and self._z_count:
-            metrics["mean_chain_z"] = self._z_sum / self._z_count
-        self._z_sum, self._z_count, self._sort_pending = 0.0, 0, True
+            metrics["mean_chain_z"] = float(self._z_sum) / self._z_count
+        self._reset_epoch()
 
     def _regrouped(self, trainer, n_hidden) -> int:
         """M_t, the number of leading units to permute in this update (0: sort them instead)."""
@@ -116,19 +121,17 @@ class RandomPermutation(Callback):
             return 0 if sort else 1
         # history[k - 1] is epoch k; the slices are the epochs Peng et al.'s code averages.
         means = [row.get("mean_chain_z") for row in trainer.history[:epoch - 1]]
-        if means and means[-1] is not None and means[-1] < 100:
-            used = means[-10:]
-        else:
-            first = _round(0.8 * epoch) - 1 if epoch > WARMUP_EPOCHS + 11 else WARMUP_EPOCHS
-            used = means[first:]
-        if not used or any(m is None for m in used):
+        if None in means or not means:
             raise ValueError("regrouping 'peng' needs the chains' mean z of past epochs "
                              "('mean_chain_z' in the history); this run was trained without it "
                              "up to now: continue it with regrouping 'all' or start a new run")
         if means[-1] < 100:
-            count = _round(WARMUP_FRACTION * sum(used) / len(used))
+            recent = means[-10:]
+            count = _round(WARMUP_FRACTION * sum(recent) / len(recent))
         else:
-            count = _round(sum(used) / len(used)) - 10
+            first = _round(0.8 * epoch) - 1 if epoch > WARMUP_EPOCHS + 11 else WARMUP_EPOCHS
+            recent = means[first:]
+            count = _round(sum(recent) / len(recent)) - 10
         return min(max(count, 1), n_hidden)
 
 

@@ -165,8 +165,9 @@ def test_changing_beta_never_leaves_a_stale_log_partition(factory):
         model.beta = float("nan")
 
 
+@pytest.mark.parametrize("regrouping", ["all", "peng"])
 @pytest.mark.parametrize("factory", [p for p in PARAMS if p.id != "rbm"])
-def test_random_permutation_training_keeps_rows_and_state_aligned(factory):
+def test_random_permutation_training_keeps_rows_and_state_aligned(factory, regrouping):
     """Training with the strategy: at every layout change each unit's parameters and optimizer
     accumulators move together (a spy compares them with the state just before the change)."""
     model = factory()
@@ -193,7 +194,7 @@ def test_random_permutation_training_keeps_rows_and_state_aligned(factory):
 
     spy = Spy()
     trainer = Trainer(model, cd_k=1, batch_size=20, lr=0.1, progress=False)
-    trainer.fit(data_for(seed=8), 3, callbacks=[spy, RandomPermutation()])
+    trainer.fit(data_for(seed=8), 3, callbacks=[spy, RandomPermutation(regrouping)])
     assert spy.checked >= 10  # permutations that moved units were checked (not just identities)
     assert math.isfinite(float(-model.log_likelihood_exact(data_for(seed=8)).mean()))
 
