@@ -243,7 +243,7 @@ def main(argv=None) -> int:
     parser.add_argument("--raise-betas", type=int, default=10000)
     parser.add_argument("--summary-by", default=None, help="setting to group runs by")
     parser.add_argument("--threads", type=int, default=1, help="for the evaluation (the "
-                        "table reports each run's training threads, 1 when not recorded)")
+                        "table reports each run's training threads, '?' when not recorded)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     dataset = load_dataset(args.dataset, data_dir=args.data_dir)
