@@ -252,7 +252,9 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, seed=0, whi
                                     data=torch.as_tensor(dataset.train), seed=seed,
                                     progress=progress, checkpoint_path=partial)
     record = {
-        **source.as_record(), "which": which, "family": model.family,
+        # The model actually evaluated: "best" asked of a run without one falls back to latest.
+        **source.as_record(), "which": "best" if source.file == runs.BEST_FILE else "latest",
+        "family": model.family,
         "display_name": model.display_name, "n_hidden": model.n_hidden, "dataset": dataset.name,
         "log_z": result.log_z, "log_z_low": result.log_z_low, "log_z_high": result.log_z_high,
         "n_chains": result.n_chains, "n_betas": result.n_betas, "base": result.base,

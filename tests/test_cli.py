@@ -41,7 +41,7 @@ from irbm.ais import estimate_log_partition
 from irbm.checkpoint import read_checkpoint
 from irbm.datasets import load_dataset
 from irbm.evaluate import nll
-from irbm.runs import load_run_model, model_digest
+from irbm.runs import BEST_FILE, load_run_model, model_digest
 from irbm.settings import CONFIG_KEYS, SPECS
 
 SMALL = ["--train-size", 300, "--valid-size", 100, "--test-size", 100]
@@ -421,7 +421,8 @@ def check_report(out_dir, run_dirs):
         for column, values in expected.items():
             assert numbers(row[column]) == [round(v, 2) for v in values], (column, row)
         assert row["ln Z-hat"] == f"{record['log_z']:.2f}"
-        assert row["Epoch"].startswith(f"{record['epoch']} (")
+        evaluated = "best" if record["model_file"] == BEST_FILE else "latest"
+        assert row["Epoch"] == f"{record['epoch']} ({evaluated})", row  # not merely what was asked
         assert row["AIS (base, chains x temperatures, ESS)"].startswith(
             f"{record['base']}, {record['n_chains']} x {record['n_betas']}, ESS "
             f"{record['effective_sample_size']:.0f}")
