@@ -15,14 +15,17 @@ from .models import EnergyModel, take_units
 
 OPTIMIZERS = ("adagrad", "sgd")
 REGULARIZATIONS = ("proximal", "authors")
+EPSILON_PLACEMENTS = ("outside", "inside")
 
 
 class Optimizer:
     """theta <- prox_{step * l1}(theta - step * (grad + l2 theta)), step per element (the
     default convention; ``regularization="authors"`` changes the penalty terms).
 
-    SGD: step = lr. ADAGRAD: step = lr / (eps + sqrt(sum of past squared gradients)), so every
-    hidden unit gets its own decaying learning rate (the paper trains oRBMs and iRBMs this way).
+    SGD: step = lr. ADAGRAD: step = lr / (eps + sqrt(G)), G the sum of past squared gradients
+    (this one included), so every hidden unit gets its own decaying learning rate (the paper
+    trains oRBMs and iRBMs this way); with ``epsilon_placement="inside"``, as in the authors'
+    code, step = lr / sqrt(G + eps), which damps gradients far below sqrt(eps) (1e-3).
 
     Parameters
     ----------
@@ -32,6 +35,10 @@ class Optimizer:
         Regularization factors.
     epsilon : float
         ADAGRAD's epsilon (the paper: 1e-6).
+    epsilon_placement : {"outside", "inside"}
+        Where ADAGRAD's epsilon sits: added to sqrt(G) (irbm's) or to G under the root (the
+        authors' code). The two differ only while G is below about eps, i.e. for parameters
+        whose gradients so far are tiny (new or pruned units).
     regularization : {"proximal", "authors"}
         "proximal" (irbm's): L2 adds ``l2 * theta`` to the gradient and L1 soft-thresholds
         after the step, both on the parameters whose spec has ``decay`` (hidden weights and
@@ -42,12 +49,15 @@ class Optimizer:
     """
 
     def __init__(self, kind="adagrad", *, lr=0.03, l1=0.0, l2=0.0, epsilon=1e-6,
-                 regularization="proximal"):
+                 regularization="proximal", epsilon_placement="outside"):
         if kind not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {kind!r}")
         if regularization not in REGULARIZATIONS:
             raise ValueError(f"regularization must be one of {REGULARIZATIONS}, got "
                              f"{regularization!r}")
+        if epsilon_placement not in EPSILON_PLACEMENTS:
+            raise ValueError(f"epsilon_placement must be one of {EPSILON_PLACEMENTS}, got "
+                             f"{epsilon_placement!r}")
         for name, value in (("lr", lr), ("l1", l1), ("l2", l2), ("epsilon", epsilon)):
             if not (value >= 0 and value < float("inf")):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value}")
@@ -57,7 +67,7 @@ class Optimizer:
             raise ValueError("ADAGRAD's epsilon must be > 0 (the paper uses 1e-6): it keeps the "
                              "first step of a parameter with a zero gradient finite")
         self.kind, self.lr, self.l1, self.l2, self.epsilon = kind, lr, l1, l2, epsilon
-        self.regularization = regularization
+        self.regularization, self.epsilon_placement = regularization, epsilon_placement
         self.accumulators: dict[str, torch.Tensor] = {}
 
     def sync(self, model: EnergyModel):
@@ -89,8 +99,7 @@ class Optimizer:
             if self.kind == "adagrad":
                 accumulator = self.accumulators[name]
                 accumulator.addcmul_(gradient, gradient)
-                denominator = torch.sqrt(accumulator, out=self._scratch(name, accumulator))
-                denominator.add_(self.epsilon)
+                denominator = self._denominator(name, accumulator)
                 parameter.addcdiv_(gradient, denominator, value=-self.lr)
                 if proximal and self.l1:
                     # The prox uses the same per-element step lr / denominator; an element that
@@ -102,6 +111,14 @@ class Optimizer:
                 parameter.sub_(gradient, alpha=self.lr)
                 if proximal and self.l1:
                     soft_threshold_(parameter, self.lr * self.l1)
+
+    def _denominator(self, name, accumulator):
+        """sqrt(G) + eps, or sqrt(G + eps) (``epsilon_placement="inside"``), in a reused
+        buffer shaped like the parameter."""
+        denominator = self._scratch(name, accumulator)
+        if self.epsilon_placement == "inside":
+            return torch.add(accumulator, self.epsilon, out=denominator).sqrt_()
+        return torch.sqrt(accumulator, out=denominator).add_(self.epsilon)
 
     def _penalized(self, model, name, parameter, gradient):
         """The gradient of parameter ``name`` with its penalties' gradients added (same shape

@@ -59,7 +59,9 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
                        if settings.regrouping != "all" else "")
                     + (f", {settings.growth} growth" if settings.growth != "any" else "")
                     + (f", {settings.regularization} regularization"
-                       if settings.regularization != "proximal" else ""),
+                       if settings.regularization != "proximal" else "")
+                    + (f", epsilon {settings.epsilon_placement} the root"
+                       if settings.epsilon_placement != "outside" else ""),
         "AIS (base, chains x temperatures, ESS)": ais,
         "RAISE test NLL": ("-" if upper is None else f"{_number(upper['mean'])} +/- "
                            f"{_number(upper['stderr'])} ({upper['n_rows']} rows)"),

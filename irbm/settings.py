@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from .models import FAMILIES, family_class
-from .optim import OPTIMIZERS, REGULARIZATIONS
+from .optim import EPSILON_PLACEMENTS, OPTIMIZERS, REGULARIZATIONS
 from .strategies import REGROUPINGS
 from .training import GROWTH_RULES
 
@@ -158,6 +158,10 @@ class Settings:
     batch_size: int = _setting("examples per update", "training", 64, minimum=1)
     lr: float = _setting("learning rate", "training", 0.03, above=0)
     optimizer: str = _setting("update rule", "training", "adagrad", choices=OPTIMIZERS)
+    epsilon_placement: str = _setting(
+        "where ADAGRAD's epsilon (1e-6) sits: 'outside' the root, lr/(sqrt(G)+eps), or "
+        "'inside' it, lr/sqrt(G+eps) (the authors' code); G sums the squared gradients",
+        "training", "outside", choices=EPSILON_PLACEMENTS)
     l1: float = _setting("L1 factor (where and how: --regularization)", "training", 0.0,
                          minimum=0)
     l2: float = _setting("L2 factor (where and how: --regularization)", "training", 0.0,
@@ -223,6 +227,10 @@ class Settings:
         if self.regrouping != "all" and not self.random_permutation:
             raise ValueError(f"regrouping {self.regrouping!r} chooses which units "
                              "random_permutation permutes; turn random_permutation on too")
+        if self.epsilon_placement != "outside" and self.optimizer != "adagrad":
+            raise ValueError(f"epsilon_placement {self.epsilon_placement!r} is ADAGRAD's; "
+                             f"optimizer {self.optimizer!r} has no epsilon: use optimizer "
+                             "'adagrad' or leave epsilon_placement 'outside'")
         if self.growth != "any" and not cls.resizable:
             raise ValueError(f"growth {self.growth!r} chooses when a model grows; {self.family} "
                              "has a fixed number of hidden units")
@@ -257,7 +265,7 @@ class Settings:
         return {"cd_k": self.cd_k, "persistent": self.pcd, "batch_size": self.batch_size,
                 "optimizer": self.optimizer, "lr": self.lr, "l1": self.l1, "l2": self.l2,
                 "regularization": self.regularization, "growth": self.growth,
-                "seed": self.seed}
+                "epsilon_placement": self.epsilon_placement, "seed": self.seed}
 
     def record(self) -> dict:
         """The settings a run directory keeps: every group but "system"."""

@@ -40,6 +40,7 @@ class TrainingConfig:
     seed: int = 1234
     regularization: str = "proximal"
     growth: str = "any"
+    epsilon_placement: str = "outside"
 
 
 class Callback:
@@ -102,6 +103,8 @@ class Trainer:
         ``regularization``).
     regularization : {"proximal", "authors"}
         How L1 and L2 apply: irbm's convention or the authors' code's (`irbm.optim.Optimizer`).
+    epsilon_placement : {"outside", "inside"}
+        ADAGRAD's lr / (sqrt(G) + eps) or the authors' code's lr / sqrt(G + eps).
     growth : {"any", "paired"}
         Which sampled z a growing model (the iRBM) grows on. "any" (the paper): the largest z
         sampled anywhere in the update, in every Gibbs step and in the gradient pass. "paired"
@@ -121,14 +124,14 @@ class Trainer:
     def __init__(self, model: EnergyModel, *, cd_k=10, persistent=True, batch_size=64,
                  optimizer="adagrad", lr=0.03, l1=0.0, l2=0.0, seed=1234, device=None,
                  n_chains=None, epsilon=1e-6, regularization="proximal", growth="any",
-                 progress=True):
+                 epsilon_placement="outside", progress=True):
         cd_k, batch_size = _count(cd_k, "cd_k"), _count(batch_size, "batch_size")
         n_chains = None if n_chains is None else _count(n_chains, "n_chains")
         if growth not in GROWTH_RULES:
             raise ValueError(f"growth must be one of {GROWTH_RULES}, got {growth!r}")
         self.config = TrainingConfig(cd_k, bool(persistent), batch_size, optimizer, float(lr),
                                      float(l1), float(l2), float(epsilon), n_chains,
-                                     int(seed), regularization, growth)
+                                     int(seed), regularization, growth, epsilon_placement)
         self.device = torch.device(device) if device is not None else model.device
         try:
             self.model = model.to(self.device)
@@ -136,7 +139,8 @@ class Trainer:
             raise ValueError(f"device {str(self.device)!r} is not usable here: "
                              f"{str(error).splitlines()[0]}") from None
         self.optimizer = Optimizer(optimizer, lr=lr, l1=l1, l2=l2, epsilon=epsilon,
-                                   regularization=regularization)
+                                   regularization=regularization,
+                                   epsilon_placement=epsilon_placement)
         self.progress = progress
         self.state = _State()
         self.size_history: list[tuple[int, int]] = [(0, model.n_hidden)]
@@ -333,7 +337,8 @@ class Trainer:
             raise ckpt.CheckpointError(f"{path} is a model checkpoint, not a training state")
         recorded = metadata.get("training")
         if isinstance(recorded, dict):  # checkpoints from before these options behaved so
-            recorded = {"regularization": "proximal", "growth": "any", **recorded}
+            recorded = {"regularization": "proximal", "growth": "any",
+                        "epsilon_placement": "outside", **recorded}
         known = set(TrainingConfig.__dataclass_fields__)
         if not isinstance(recorded, dict) or set(recorded) != known:
             raise ckpt.CheckpointError(f"{path}: the recorded training settings are malformed")

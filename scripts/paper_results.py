@@ -69,7 +69,7 @@ def describe(record: dict) -> tuple[str, str, dict]:
 
 # Settings shown beside optimizer, lr and L1 when they differ from these defaults.
 NOTED = {"regularization": "proximal", "seed": 1234, "l2": 0.0, "regrouping": "all",
-         "growth": "any"}
+         "growth": "any", "epsilon_placement": "outside"}
 SKIPPED = {"eval_every", "eval_chains", "eval_betas", "train_size", "valid_size", "test_size",
            "binarize", "max_hidden", "dtype"}
 

@@ -463,18 +463,19 @@ def test_report_over_several_runs_matches_the_evaluations(pipeline, tmp_path, mo
 
 
 def test_report_says_which_regularization_convention_a_run_used(tmp_path):
-    for convention in ("proximal", "authors"):
+    for convention, placement in (("proximal", "outside"), ("authors", "inside")):
         run_dir = tmp_path / convention
         assert_ok(run_cli("train", "rbm", "digits", "--out", run_dir, *TINY_TRAIN, "--epochs", 1,
-                          "--l1", "1e-3", "--regularization", convention))
+                          "--l1", "1e-3", "--regularization", convention,
+                          "--epsilon-placement", placement))
         assert_ok(run_cli("evaluate", run_dir, "--chains", 5, "--betas", 10))
     assert_ok(run_cli("report", tmp_path / "proximal", tmp_path / "authors",
                       "--out", tmp_path / "report"))
     proximal_row, authors_row = [line for line in
                                  (tmp_path / "report" / "report.md").read_text().splitlines()
                                  if line.startswith("| RBM")]
-    assert "authors regularization" in authors_row
-    assert "regularization" not in proximal_row
+    assert "authors regularization, epsilon inside the root" in authors_row
+    assert "regularization" not in proximal_row and "epsilon" not in proximal_row
 
 
 def test_report_of_an_unevaluated_run_is_an_error(tmp_path):
@@ -606,6 +607,8 @@ BAD_SETTINGS = [
     (["rbm", "digits", "--random-permutation"], ["random_permutation", "rbm has none"]),
     (["irbm", "digits", "--regrouping", "peng"], ["regrouping 'peng'", "random_permutation on"]),
     (["orbm", "digits", "--growth", "paired"], ["growth 'paired'", "fixed number of hidden"]),
+    (["rbm", "digits", "--optimizer", "sgd", "--epsilon-placement", "inside"],
+     ["epsilon_placement 'inside' is ADAGRAD's", "optimizer 'sgd' has no epsilon"]),
     (["rbm", "digits", "--binarize", "threshold"], ["binary already"]),
 ]
 
@@ -802,7 +805,8 @@ def test_every_setting_is_a_config_key_recorded_in_the_run(tmp_path):
     """One source: a config file may set every option, and the run records every setting but
     the system ones."""
     values = {"n_hidden": 5, "beta": 1.2, "max_hidden": 40, "dtype": "float64", "epochs": 1,
-              "batch_size": 50, "lr": 0.02, "optimizer": "sgd", "l1": 1e-4, "l2": 1e-4,
+              "batch_size": 50, "lr": 0.02, "optimizer": "adagrad",
+              "epsilon_placement": "inside", "l1": 1e-4, "l2": 1e-4,
               "regularization": "authors", "cd_k": 2, "pcd": False, "seed": 3,
               "random_permutation": True, "regrouping": "peng", "growth": "paired",
               "train_size": 200, "valid_size": 40, "test_size": 40, "binarize": "threshold",
@@ -831,6 +835,7 @@ def test_every_setting_is_a_config_key_recorded_in_the_run(tmp_path):
     ('optimizer = "adam"\n', "optimizer must be one of adagrad, sgd"),
     ('regrouping = "sorted"\n', "regrouping must be one of all, peng"),
     ('growth = "both"\n', "growth must be one of any, paired"),
+    ('epsilon_placement = "under"\n', "epsilon_placement must be one of outside, inside"),
     ('dtype = "int8"\n', "dtype must be one of"),
     ('max_hidden = 5\n', "rbm does not take max_hidden"),
     ('epochs = [1\n', "not valid TOML"),

@@ -159,6 +159,30 @@ def test_sgd_and_adagrad_steps_match_hand_computation():
     torch.testing.assert_close(adagrad.W.detach(), expected)
 
 
+def test_adagrad_epsilon_inside_the_root_is_the_authors_step():
+    """lr g / sqrt(G + eps) (the authors' code) against lr g / (sqrt(G) + eps): equal where
+    gradients are large, far apart where they are below sqrt(eps) = 1e-3."""
+    parameter = torch.zeros(1, 3, dtype=torch.float64)
+    gradients = [torch.tensor([[1e-6, 1e-3, 0.5]], dtype=torch.float64),
+                 torch.tensor([[2e-6, -4e-3, -0.1]], dtype=torch.float64)]
+    lr, eps = 0.1, 1e-6
+    steps = {}
+    for placement in ("outside", "inside"):
+        model = _model_with(parameter)
+        optimizer = Optimizer("adagrad", lr=lr, epsilon=eps, epsilon_placement=placement)
+        expected, accumulator = parameter.clone(), torch.zeros_like(parameter)
+        for g in gradients:
+            optimizer.step(model, _only_w(model, g))
+            accumulator = accumulator + g**2
+            root = (accumulator + eps).sqrt() if placement == "inside" else \
+                accumulator.sqrt() + eps
+            expected = expected - lr * g / root
+        torch.testing.assert_close(model.W.detach(), expected, rtol=1e-12, atol=0)
+        steps[placement] = model.W.detach()[0]
+    assert steps["inside"][0].abs() < 0.01 * steps["outside"][0].abs()  # tiny gradients damped
+    torch.testing.assert_close(steps["inside"][2], steps["outside"][2], rtol=1e-5, atol=0)
+
+
 def test_l1_is_a_proximal_step_giving_exact_zeros():
     model = _model_with(torch.tensor([[0.05, -0.05, 1.0, -1.0]]), torch.full((4,), 0.05))
     Optimizer("sgd", lr=1.0, l1=0.1).step(model, _only_w(model, torch.zeros(1, 4)))
@@ -236,21 +260,25 @@ def test_with_l1_alone_the_irbm_trains_identically_under_both_conventions():
     assert not torch.equal(finals["orbm", "proximal"]["W"], finals["orbm", "authors"]["W"])
 
 
-def test_a_checkpoint_from_before_the_regularization_and_growth_options_resumes_as_before(
+def test_a_checkpoint_from_before_the_regularization_growth_and_epsilon_options_resumes_as_before(
         tmp_path):
     trainer = Trainer(FACTORIES["irbm"](), cd_k=1, batch_size=20, l1=1e-3, progress=False)
     trainer.fit(prototype_data(n_rows=40), 1)
     path = tmp_path / "checkpoint.safetensors"
     trainer.save_checkpoint(path)
     tensors, metadata = ckpt.read_checkpoint(path)
-    del metadata["training"]["regularization"], metadata["training"]["growth"]
+    for name in ("regularization", "growth", "epsilon_placement"):
+        del metadata["training"][name]
     ckpt.write_checkpoint(path, tensors, metadata)
     resumed = Trainer.from_checkpoint(path)
-    assert (resumed.config.regularization, resumed.config.growth) == ("proximal", "any")
+    assert (resumed.config.regularization, resumed.config.growth,
+            resumed.config.epsilon_placement) == ("proximal", "any", "outside")
     with pytest.raises(ValueError, match="regularization: proximal -> authors"):
         Trainer.from_checkpoint(path, regularization="authors")
     with pytest.raises(ValueError, match="growth: any -> paired"):
         Trainer.from_checkpoint(path, growth="paired")
+    with pytest.raises(ValueError, match="epsilon_placement: outside -> inside"):
+        Trainer.from_checkpoint(path, epsilon_placement="inside")
 
 
 def test_optimizer_rejects_bad_settings():
@@ -260,6 +288,8 @@ def test_optimizer_rejects_bad_settings():
         Optimizer("sgd", l1=-1)
     with pytest.raises(ValueError, match="regularization must be one of"):
         Optimizer("sgd", regularization="theirs")
+    with pytest.raises(ValueError, match="epsilon_placement must be one of"):
+        Optimizer("adagrad", epsilon_placement="under")
 
 
 # ---------------------------------------------------------------------------- checkpoints
