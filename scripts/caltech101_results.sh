@@ -33,10 +33,11 @@ $PY scripts/paper_results.py "$R100/1000" "$RUNS/rbm100-sgd-new/snapshots/1000" 
 $PY scripts/paper_results.py "$R100/1000" "$RUNS/rbm500-adagrad/snapshots/614" \
     --out results/caltech101_rbm_ais_bases --chains 500 --betas 5000 --bases data,model \
     --seeds 0,1 --raise-rows 300 --raise-betas 5000
-# Regularization conventions (irbm's proximal vs the authors'), oRBM-100, three seeds each.
-$PY scripts/paper_results.py "$RUNS"/conventions/orbm100-{proximal,authors}-s{1,2,3} \
+# Regularization conventions (irbm's proximal vs the authors', and the authors' with ADAGRAD's
+# epsilon inside the root as in their code), oRBM-100, three seeds each.
+$PY scripts/paper_results.py "$RUNS"/conventions/orbm100-{proximal,authors,authors-inside}-s{1,2,3} \
     --out results/caltech101_regularization --chains 500 --betas 5000 --raise-rows 0 \
-    --summary-by regularization
+    --summary-by regularization,epsilon_placement
 # AIS reliability on a trained iRBM (issue 10): both bases, two seeds each, and RAISE.
 $PY scripts/paper_results.py "$RUNS/irbm-plain-new/snapshots/150" --out results/caltech101_ais_bases \
     --chains 300 --betas 6000 --bases data,model --seeds 0,1 --raise-rows 300 --raise-betas 6000

@@ -2,7 +2,7 @@
 
     python scripts/paper_results.py RUN_DIR [RUN_DIR ...] --out results/caltech101 \
         [--chains 500] [--betas 10000] [--raise-rows 300] [--raise-betas 10000] \
-        [--bases data] [--seeds 0] [--data-dir DIR] [--threads 1] [--summary-by KEY]
+        [--bases data] [--seeds 0] [--data-dir DIR] [--threads 1] [--summary-by KEY[,KEY]]
 
 Each RUN_DIR is an `irbm train` run directory (or a snapshot of one: a directory with
 model.safetensors, config.json and history.json). Several snapshots of one run joined by commas
@@ -10,8 +10,8 @@ model.safetensors, config.json and history.json). Several snapshots of one run j
 NLL (the paper's model selection; each snapshot's ln Z serves its validation and test NLL, so
 where AIS is unreliable the selection favours an underestimated ln Z: the reported test NLL
 of the selected row is then optimistic, and every candidate's is in the JSON).
-``--summary-by KEY`` adds a table of the mean and spread of the test NLL over the runs sharing
-each value of the setting KEY (e.g. ``regularization`` over seeds).
+``--summary-by KEY[,KEY...]`` adds a table of the mean and spread of the test NLL over the runs
+sharing each value of the settings (e.g. ``regularization`` over seeds).
 
 For each run, the script estimates ln Z by AIS (every base and seed asked for), the average
 test NLL with its standard error, the AIS diagnostics (effective sample size, top-chain share,
@@ -157,16 +157,19 @@ def selected_row(candidates: list[Path], dataset, budget: dict) -> dict:
     return best
 
 
-def summary(rows: list[dict], key: str) -> str:
+def summary(rows: list[dict], keys: str) -> str:
     """Mean, standard deviation and range of the test NLL (first AIS estimate) per value of
-    the setting ``key``."""
-    if key not in SPECS:
-        raise SystemExit(f"--summary-by {key}: not a setting; the settings are {', '.join(SPECS)}")
+    the settings ``keys`` (comma-separated: one group per combination of their values)."""
+    names = keys.split(",")
+    for name in names:
+        if name not in SPECS:
+            raise SystemExit(f"--summary-by {name}: not a setting; the settings are "
+                             f"{', '.join(SPECS)}")
     groups: dict = {}
     for row in rows:  # a setting a run predates has its default
-        groups.setdefault(str(row["settings"].get(key, SPECS[key].default)), []).append(
-            row["evaluation"]["ais"][0]["nll"])
-    lines = [f"| {key} | runs | mean test NLL | sd over runs | min | max |",
+        value = ", ".join(str(row["settings"].get(name, SPECS[name].default)) for name in names)
+        groups.setdefault(value, []).append(row["evaluation"]["ais"][0]["nll"])
+    lines = [f"| {', '.join(names)} | runs | mean test NLL | sd over runs | min | max |",
              "|---|---|---|---|---|---|"]
     for value, nlls in groups.items():
         sd = statistics.stdev(nlls) if len(nlls) > 1 else float("nan")
@@ -241,7 +244,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", default="0", help="comma-separated AIS seeds")
     parser.add_argument("--raise-rows", type=int, default=300)
     parser.add_argument("--raise-betas", type=int, default=10000)
-    parser.add_argument("--summary-by", default=None, help="setting to group runs by")
+    parser.add_argument("--summary-by", default=None,
+                        help="settings to group runs by, comma-separated")
     parser.add_argument("--threads", type=int, default=1, help="for the evaluation (the "
                         "table reports each run's training threads, '?' when not recorded)")
     args = parser.parse_args(argv)
