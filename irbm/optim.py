@@ -37,8 +37,9 @@ class Optimizer:
         ADAGRAD's epsilon (the paper: 1e-6).
     epsilon_placement : {"outside", "inside"}
         Where ADAGRAD's epsilon sits: added to sqrt(G) (irbm's) or to G under the root (the
-        authors' code). The two differ only while G is below about eps, i.e. for parameters
-        whose gradients so far are tiny (new or pruned units).
+        authors' code). The steps differ by more than 1% while G is below about 50 eps
+        (sqrt(G) < 7e-3), i.e. for parameters whose gradients so far are tiny (new units,
+        units that z rarely reaches).
     regularization : {"proximal", "authors"}
         "proximal" (irbm's): L2 adds ``l2 * theta`` to the gradient and L1 soft-thresholds
         after the step, both on the parameters whose spec has ``decay`` (hidden weights and
@@ -58,6 +59,9 @@ class Optimizer:
         if epsilon_placement not in EPSILON_PLACEMENTS:
             raise ValueError(f"epsilon_placement must be one of {EPSILON_PLACEMENTS}, got "
                              f"{epsilon_placement!r}")
+        if epsilon_placement != "outside" and kind != "adagrad":
+            raise ValueError(f"epsilon_placement {epsilon_placement!r} is ADAGRAD's; optimizer "
+                             f"{kind!r} has no epsilon: use 'adagrad' or leave it 'outside'")
         for name, value in (("lr", lr), ("l1", l1), ("l2", l2), ("epsilon", epsilon)):
             if not (value >= 0 and value < float("inf")):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value}")
@@ -103,8 +107,8 @@ class Optimizer:
                 parameter.addcdiv_(gradient, denominator, value=-self.lr)
                 if proximal and self.l1:
                     # The prox uses the same per-element step lr / denominator; an element that
-                    # never had a gradient keeps the plain rate rather than lr / epsilon, which
-                    # would wipe it at once.
+                    # never had a gradient keeps the plain rate rather than lr / epsilon (or
+                    # lr / sqrt(epsilon), the authors'), which would wipe it at once.
                     denominator.masked_fill_(accumulator == 0, 1.0)
                     soft_threshold_(parameter, denominator.reciprocal_().mul_(self.lr * self.l1))
             else:

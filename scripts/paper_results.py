@@ -157,14 +157,20 @@ def selected_row(candidates: list[Path], dataset, budget: dict) -> dict:
     return best
 
 
-def summary(rows: list[dict], keys: str) -> str:
-    """Mean, standard deviation and range of the test NLL (first AIS estimate) per value of
-    the settings ``keys`` (comma-separated: one group per combination of their values)."""
-    names = keys.split(",")
+def summary_keys(keys: str) -> list[str]:
+    """The settings named by ``--summary-by`` (comma-separated), each checked."""
+    names = [name.strip() for name in keys.split(",")]
     for name in names:
         if name not in SPECS:
             raise SystemExit(f"--summary-by {name}: not a setting; the settings are "
                              f"{', '.join(SPECS)}")
+    return names
+
+
+def summary(rows: list[dict], keys: str) -> str:
+    """Mean, standard deviation and range of the test NLL (first AIS estimate) per value of
+    the settings ``keys`` (comma-separated: one group per combination of their values)."""
+    names = summary_keys(keys)
     groups: dict = {}
     for row in rows:  # a setting a run predates has its default
         value = ", ".join(str(row["settings"].get(name, SPECS[name].default)) for name in names)
@@ -249,6 +255,8 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="for the evaluation (the "
                         "table reports each run's training threads, '?' when not recorded)")
     args = parser.parse_args(argv)
+    if args.summary_by:
+        summary_keys(args.summary_by)  # a typo fails now, not after the evaluations
     torch.set_num_threads(args.threads)
     dataset = load_dataset(args.dataset, data_dir=args.data_dir)
     budget = {"chains": args.chains, "betas": args.betas, "bases": args.bases.split(","),

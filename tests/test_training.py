@@ -198,6 +198,24 @@ def _authors_penalty_gradient(W, l1, l2):
     return W.grad
 
 
+def test_the_trainer_trains_and_resumes_with_the_epsilon_placement_it_records(tmp_path):
+    """Not only recorded: the placement reaches the update (a run whose weights follow it)
+    and survives a resume."""
+    data = prototype_data(n_rows=40)
+    finals = {}
+    for placement in ("outside", "inside"):
+        trainer = Trainer(FACTORIES["orbm"](), cd_k=1, batch_size=20, lr=0.05,
+                          epsilon_placement=placement, progress=False)
+        trainer.fit(data, 1)
+        finals[placement] = trainer.model.W.detach().clone()
+        path = tmp_path / f"{placement}.safetensors"
+        trainer.save_checkpoint(path)
+        resumed = Trainer.from_checkpoint(path, progress=False)
+        assert resumed.config.epsilon_placement == placement
+        assert resumed.optimizer.epsilon_placement == placement
+    assert not torch.equal(finals["outside"], finals["inside"])
+
+
 @pytest.mark.parametrize("kind", ["adagrad", "sgd"])
 def test_authors_regularization_is_a_penalty_on_w_inside_the_gradient(kind):
     """RBM/oRBM under the authors' convention: their penalties' gradient joins W's gradient
@@ -219,9 +237,10 @@ def test_authors_regularization_is_a_penalty_on_w_inside_the_gradient(kind):
         torch.testing.assert_close(model.get_parameter(name).detach(), before - step * full)
 
 
-def test_authors_regularization_of_the_irbm_soft_thresholds_w_and_b():
+@pytest.mark.parametrize("placement", ["outside", "inside"])
+def test_authors_regularization_of_the_irbm_soft_thresholds_w_and_b(placement):
     """The authors' iRBM: L2 as 4 l2 W in W's gradient, L1 as a prox on W and b with ADAGRAD's
-    per-element step (their shrinking needs exact zeros)."""
+    per-element step (their shrinking needs exact zeros), under either epsilon placement."""
     model = irbm.InfiniteRBM(2, 2, dtype=torch.float64)
     with torch.no_grad():
         model.W.copy_(torch.tensor([[0.5, -0.001], [2.0, 0.0]], dtype=torch.float64))
@@ -231,11 +250,12 @@ def test_authors_regularization_of_the_irbm_soft_thresholds_w_and_b():
                  "b": torch.tensor([0.1, 0.0], dtype=torch.float64),
                  "c": torch.tensor([0.3, -0.2], dtype=torch.float64)}
     lr, l1, l2 = 0.1, 0.02, 0.05
-    Optimizer("adagrad", lr=lr, l1=l1, l2=l2, regularization="authors").step(model, gradients)
+    Optimizer("adagrad", lr=lr, l1=l1, l2=l2, regularization="authors",
+              epsilon_placement=placement).step(model, gradients)
     for name in ("W", "b", "c"):
         full = gradients[name] + (_authors_penalty_gradient(start[name], 0.0, l2)
                                   if name == "W" else 0)
-        denominator = full.abs() + 1e-6
+        denominator = (full**2 + 1e-6).sqrt() if placement == "inside" else full.abs() + 1e-6
         moved = start[name] - lr / denominator * full
         if name != "c":  # soft-threshold; an element without a gradient has the plain rate lr
             threshold = lr * l1 / torch.where(full == 0, torch.ones_like(full), denominator)
@@ -290,6 +310,8 @@ def test_optimizer_rejects_bad_settings():
         Optimizer("sgd", regularization="theirs")
     with pytest.raises(ValueError, match="epsilon_placement must be one of"):
         Optimizer("adagrad", epsilon_placement="under")
+    with pytest.raises(ValueError, match="optimizer 'sgd' has no epsilon"):
+        Optimizer("sgd", epsilon_placement="inside")
 
 
 # ---------------------------------------------------------------------------- checkpoints
