@@ -53,10 +53,11 @@ $PY scripts/paper_results.py "$RUNS/irbm-plain-36/snapshots/36" "$RUNS/irbm-rand
     --out results/caltech101_random_permutation --chains 100 --betas 20000 \
     --raise-rows 50 --raise-betas 20000
 # Peng et al.'s regrouping schedule and paired growth against plain training: at equal epochs
-# (150) and as far as the run got.
-PENG=$(latest "$RUNS/irbm-peng")
-$PY scripts/paper_results.py "$RUNS/irbm-plain-new/snapshots/150" "$RUNS/irbm-peng/snapshots/150" \
-    ${PENG:+"$PENG"} --out results/caltech101_peng --chains 500 --betas 5000 \
-    --raise-rows 300 --raise-betas 5000
+# (150), then every snapshot of the Peng run (its NLL is far from monotone in the epochs).
+peng=("$RUNS"/irbm-peng/snapshots/*)
+(( ${#peng[@]} )) || { echo "no snapshots in $RUNS/irbm-peng/snapshots" >&2; exit 1; }
+readarray -t peng < <(printf '%s\n' "${peng[@]}" | sort -V)
+$PY scripts/paper_results.py "$RUNS/irbm-plain-new/snapshots/150" "${peng[@]}" \
+    --out results/caltech101_peng --chains 500 --betas 5000 --raise-rows 300 --raise-betas 5000
 # The paper's figures (filters, samples after 10,000 Gibbs steps, P(z|v), hidden size) of the iRBM.
 $PY scripts/caltech101_figures.py "$RUNS/irbm-l1e-3" --out results/figures
