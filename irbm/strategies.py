@@ -44,9 +44,10 @@ class RandomPermutation(Callback):
       epochs round(0.8 e)..e-1) - 10 after; M_t is kept within 1..l. Their code pairs this
       with a stricter growth rule (``growth="paired"`` of the trainer) and a constant penalty
       beta ln 2 per unit, which irbm's models do not have. Measured here with
-      ``growth="paired"`` and the settings above: about one unit per epoch (689 at epoch
-      500), but a test NLL of about 213 at both 150 and 500 epochs, far behind plain
-      training (results/caltech101_peng.md).
+      ``growth="paired"`` and the settings above: about one unit per epoch (802 at epoch
+      1,000), and a test NLL that swings with the epochs (211 at 150, 170 at 250, 213 at
+      500, 144 at 1,000): behind plain training early, level with it at 1,000 epochs
+      (results/caltech101_peng.md).
 
     Parameters
     ----------
