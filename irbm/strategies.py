@@ -15,6 +15,9 @@ from .training import Callback, CheckpointEvery
 REGROUPINGS = ("all", "peng")
 # Peng et al.'s code: permute 0.9 l units for this many epochs, then sort by filter norm once.
 WARMUP_EPOCHS, WARMUP_FRACTION = 10, 0.9
+_NO_MEANS = ("regrouping 'peng' needs the chains' mean z of every past epoch ('mean_chain_z' in "
+             "the history); this run was trained without it: continue it with regrouping "
+             "'all' or start a new run")
 
 
 class RandomPermutation(Callback):
@@ -69,8 +72,10 @@ class RandomPermutation(Callback):
 
     def _reset_epoch(self):
         # The chains' z summed over the epoch's updates, kept on the device: no host sync
-        # per update (one per epoch, in on_epoch_end).
+        # per update (one per epoch, in on_epoch_end). M_t before clamping to 1..l, as
+        # (epoch, count): one pass over the history per epoch, not per update.
         self._z_sum, self._z_count, self._sort_pending = None, 0, True
+        self._target = None
 
     def on_fit_start(self, trainer):
         if not trainer.model.has_z:
@@ -81,9 +86,7 @@ class RandomPermutation(Callback):
         if self.regrouping != "peng":
             return
         if any("mean_chain_z" not in row for row in trainer.history):
-            raise ValueError("regrouping 'peng' needs the chains' mean z of every past epoch "
-                             "('mean_chain_z' in the history); this run was trained without "
-                             "it: continue it with regrouping 'all' or start a new run")
+            raise ValueError(_NO_MEANS)
         position = trainer.callbacks.index(self) if self in trainer.callbacks else 0
         if any(isinstance(c, CheckpointEvery) for c in trainer.callbacks[:position]):
             raise ValueError("RandomPermutation('peng') must come before CheckpointEvery in "
@@ -120,20 +123,24 @@ class RandomPermutation(Callback):
         if epoch == WARMUP_EPOCHS + 1:
             sort, self._sort_pending = self._sort_pending, False
             return 0 if sort else 1
-        # history[k - 1] is epoch k; the slices are the epochs Peng et al.'s code averages.
-        means = [row.get("mean_chain_z") for row in trainer.history[:epoch - 1]]
-        if None in means or not means:
-            raise ValueError("regrouping 'peng' needs the chains' mean z of past epochs "
-                             "('mean_chain_z' in the history); this run was trained without it "
-                             "up to now: continue it with regrouping 'all' or start a new run")
-        if means[-1] < 100:
-            recent = means[-10:]
-            count = _round(WARMUP_FRACTION * sum(recent) / len(recent))
-        else:
-            first = _round(0.8 * epoch) - 1 if epoch > WARMUP_EPOCHS + 11 else WARMUP_EPOCHS
-            recent = means[first:]
-            count = _round(sum(recent) / len(recent)) - 10
+        if self._target is None or self._target[0] != epoch:
+            self._target = (epoch, _target_count(trainer.history, epoch))
+        count = self._target[1]
         return min(max(count, 1), n_hidden)
+
+
+def _target_count(history: list[dict], epoch: int) -> int:
+    """M_t for an epoch after the sort, from the chains' mean z of the epochs before it."""
+    # history[k - 1] is epoch k; the slices are the epochs Peng et al.'s code averages.
+    means = [row.get("mean_chain_z") for row in history[:epoch - 1]]
+    if None in means or not means:
+        raise ValueError(_NO_MEANS)
+    if means[-1] < 100:
+        recent = means[-10:]
+        return _round(WARMUP_FRACTION * sum(recent) / len(recent))
+    first = _round(0.8 * epoch) - 1 if epoch > WARMUP_EPOCHS + 11 else WARMUP_EPOCHS
+    recent = means[first:]
+    return _round(sum(recent) / len(recent)) - 10
 
 
 def _round(value: float) -> int:
