@@ -139,3 +139,29 @@ def test_a_selected_row_is_partial_only_when_its_last_candidate_falls_short():
     assert script.epochs_cell({"epochs": 1000, "paper_epochs": 3000}) == "1000 (3000) partial"
     assert script.epochs_cell({"epochs": 3000, "paper_epochs": 3000}) == "3000 (3000)"
     assert script.epochs_cell({"epochs": 7, "paper_epochs": None}) == "7 (-)"
+
+
+def test_the_readme_summary_agrees_with_the_committed_results():
+    """README's "What it reproduces" table is a digest of results/caltech101.json (generated
+    from the runs): each of its rows must match a row there in size, AIS NLL, ESS, RAISE NLL
+    and the paper's number, so the README cannot drift from the tables."""
+    root = SCRIPT.parents[1]
+    rows = json.loads((root / "results" / "caltech101.json").read_text())
+    text = (root / "README.md").read_text()
+    section = text[text.index("**What it reproduces**"):]
+    lines = [line for line in section.splitlines()[:20]
+             if line.startswith("| ") and "RBM" in line.split("|")[1]]
+    assert len(lines) == 5
+    for line in lines:
+        model, _, ais, raised, paper = [cell.strip() for cell in line.strip("|").split("|")]
+        n_hidden = int(model.split(",")[0].split("-")[1]) if "-" in model else \
+            int(model.split(",")[1].split()[0])
+        matches = [row for row in rows
+                   if row["n_hidden"] == n_hidden
+                   and f"{row['evaluation']['ais'][0]['nll']:.1f}" == ais.split()[0]]
+        assert len(matches) == 1, line
+        (row,) = matches
+        ess = f"ESS {row['evaluation']['ais'][0]['effective_sample_size']:.0f}/"
+        assert ess in ais, line
+        assert f"{row['evaluation']['raise']['mean']:.1f}" == raised, line
+        assert float(paper) == row["paper_nll"], line
