@@ -165,3 +165,33 @@ def test_the_readme_summary_agrees_with_the_committed_results():
         assert ess in ais, line
         assert f"{row['evaluation']['raise']['mean']:.1f}" == raised, line
         assert float(paper) == row["paper_nll"], line
+
+
+def test_ordering_sensitivity_evaluates_each_order_of_the_snapshot(tmp_path):
+    """scripts/ordering_sensitivity.py: the saved order's NLL is the snapshot's own AIS NLL and
+    the filter-norm order's is that of the sorted model (same budget and seed)."""
+    run = tmp_path / "peng"
+    assert cli_main(["train", "irbm", "digits", "--out", str(run), "--epochs", "12", "--lr", "0.05",
+                     "--random-permutation", "--regrouping", "peng", "--growth", "paired",
+                     "--quiet"]) == 0
+    spec = importlib.util.spec_from_file_location("ordering", SCRIPT.with_name(
+        "ordering_sensitivity.py"))
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path / "ordering"
+    assert script.main([str(run), "--out", str(out), "--dataset", "digits", "--chains", "10",
+                        "--betas", "30", "--gibbs-steps", "3", "--orders", "1"]) == 0
+    (row,) = json.loads(out.with_suffix(".json").read_text())
+    assert len(row["orders"]) == 3
+    data = load_dataset("digits")
+    test, train = (torch.as_tensor(split, dtype=torch.float64) for split in (data.test, data.train))
+    model = irbm.load(run, dtype=torch.float64)
+    budget = dict(n_chains=10, n_betas=30, base="data", base_data=train, seed=1, progress=False)
+    assert row["orders"]["saved"]["nll"] == pytest.approx(
+        evaluate.ais_nll(model, test, **budget).mean, abs=1e-9)
+    model.relayout_hidden(torch.argsort(model.filters().norm(dim=1), descending=True,
+                                        stable=True))
+    assert row["orders"]["by filter norm"]["nll"] == pytest.approx(
+        evaluate.ais_nll(model, test, **budget).mean, abs=1e-9)
+    with pytest.raises(SystemExit):  # not a run directory: refused before any evaluation
+        script.main([str(tmp_path), "--out", str(out), "--dataset", "digits"])
