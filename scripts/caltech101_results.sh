@@ -9,8 +9,9 @@ cd "$(dirname "$0")/.."
 # Table 2 rows at the budget reached (partial rows are labelled as such in the table): every
 # model at 1,000 epochs (the paper's first selection point; the iRBM at IRBM_EPOCHS), RBM-2000 as
 # far as its run got (a partial row), then the paper's protocol as far as each run got: the
-# snapshot with the best validation NLL among the 1,000-epoch ones, for RBM-100 and, once it has
-# more than one, RBM-500.
+# snapshot with the best validation NLL among the 1,000-epoch ones, for RBM-100 and, once they
+# have more than one, RBM-500 and the iRBM (until then, the iRBM's latest snapshot if it is
+# past IRBM_EPOCHS).
 IRBM_EPOCHS="${IRBM_EPOCHS:-1000}"
 shopt -s nullglob
 latest() {  # the run's latest snapshot directory, or nothing
@@ -27,13 +28,18 @@ RBM2000=$(latest "$RUNS/rbm2000-adagrad")  # partial: as far as it got
 R100=$(selection "$RUNS/rbm100-adagrad")
 [[ -n $R100 ]] || { echo "no snapshots in $RUNS/rbm100-adagrad/snapshots" >&2; exit 1; }
 R500=$(selection "$RUNS/rbm500-adagrad" 1)  # only once there is a choice
+RIRBM=$(selection "$RUNS/irbm-l1e-3" 1)
+if [[ -z $RIRBM ]]; then
+  RIRBM=$(latest "$RUNS/irbm-l1e-3")
+  [[ $RIRBM != */snapshots/$IRBM_EPOCHS ]] || RIRBM=""
+fi
 $PY scripts/paper_results.py "$RUNS/rbm100-adagrad/snapshots/1000" \
     "$RUNS/rbm100-sgd-new/snapshots/1000" \
     "$RUNS/rbm500-adagrad/snapshots/1000" \
     "$RUNS/orbm500-l1e-3/snapshots/1000" \
     "$RUNS/irbm-l1e-3/snapshots/$IRBM_EPOCHS" \
     ${RBM2000:+"$RBM2000"} \
-    "$R100" ${R500:+"$R500"} \
+    "$R100" ${R500:+"$R500"} ${RIRBM:+"$RIRBM"} \
     --out results/caltech101 --chains 500 --betas 5000 --raise-rows 300 --raise-betas 5000
 # AIS bases on trained RBMs (issue 10: the RBM's default base decided by measurement).
 $PY scripts/paper_results.py "$RUNS/rbm100-adagrad/snapshots/1000" \
@@ -59,5 +65,10 @@ peng=("$RUNS"/irbm-peng/snapshots/*)
 readarray -t peng < <(printf '%s\n' "${peng[@]}" | sort -V)
 $PY scripts/paper_results.py "$RUNS/irbm-plain-new/snapshots/150" "${peng[@]}" \
     --out results/caltech101_peng --chains 500 --betas 5000 --raise-rows 300 --raise-betas 5000
-# The paper's figures (filters, samples after 10,000 Gibbs steps, P(z|v), hidden size) of the iRBM.
-$PY scripts/caltech101_figures.py "$RUNS/irbm-l1e-3" --out results/figures
+# Is it the unit order the last permutation left? The Peng run's 500 and 1,000-epoch snapshots
+# under their saved order, fresh random orders and sorted by filter norm (not cached: 15 minutes).
+$PY scripts/ordering_sensitivity.py "$RUNS/irbm-peng/snapshots/500" "$RUNS/irbm-peng/snapshots/1000" \
+    --out results/caltech101_peng_ordering
+# The paper's figures (filters, samples after 10,000 Gibbs steps, P(z|v), hidden size) of the iRBM
+# at IRBM_EPOCHS.
+$PY scripts/caltech101_figures.py "$RUNS/irbm-l1e-3/snapshots/$IRBM_EPOCHS" --out results/figures
