@@ -46,6 +46,9 @@ $PY scripts/paper_results.py "$RUNS/rbm100-adagrad/snapshots/1000" \
     "$RUNS/rbm500-adagrad/snapshots/614" \
     --out results/caltech101_rbm_ais_bases --chains 500 --betas 5000 --bases data,model \
     --seeds 0,1 --raise-rows 300 --raise-betas 5000
+# RBM-500 at the paper's 3,000 epochs: a twice longer AIS schedule, both bases (a check of the row above).
+$PY scripts/paper_results.py "$RUNS/rbm500-adagrad/snapshots/3000" --out results/caltech101_rbm500_final \
+    --chains 500 --betas 10000 --bases data,model --raise-rows 0
 # Regularization conventions (irbm's proximal vs the authors', and the authors' with ADAGRAD's
 # epsilon inside the root as in their code), oRBM-100, three seeds each.
 $PY scripts/paper_results.py "$RUNS"/conventions/orbm100-{proximal,authors,authors-inside}-s{1,2,3} \
