@@ -89,16 +89,18 @@ class NLLEstimate:
     log_partition_floor: float = -math.inf
 
     def reliability_warnings(self) -> list[str]:
-        """The AIS warnings plus a check no spread of weights can fool: Z >= sum over the
-        data's distinct rows of exp(-F(v)), so ln Z-hat below that floor is certainly too
-        low (it happens on large models annealed too fast: uniform weights, all wrong)."""
+        """The AIS warnings plus a check no spread of weights can fool: Z >= sum of exp(-F(v))
+        over the distinct data rows and Gibbs states of `sampled_log_partition_floor`, so
+        ln Z-hat below that floor is certainly too low (it happens on large models whose
+        annealing misses a mode: uniform weights, all wrong)."""
         problems = self.log_partition.reliability_warnings()
         gap = self.log_partition_floor - self.log_partition.log_z
         if gap > 0:
             problems.append(
                 f"ln Z-hat is at least {gap:.1f} nats too low: it is below ln sum_v exp(-F(v)) "
-                "over the evaluated data, a certain lower bound of ln Z. The annealing is far "
-                "too short for this model: use many more temperatures.")
+                "over the evaluated data and the states Gibbs chains from it visited, a certain "
+                "lower bound of ln Z. The annealing misses mass: more temperatures may help; if "
+                "not (the same ln Z-hat at every schedule), the NLL is only bounded below.")
         return problems
 
 
@@ -106,6 +108,32 @@ def log_partition_floor(free: torch.Tensor) -> float:
     """ln sum_v exp(-F(v)) from the free energies (N,) of DISTINCT visible vectors: a certain
     lower bound of ln Z (Z sums exp(-F(v)) over every v)."""
     return float(torch.logsumexp(-free.double(), 0))
+
+
+def sampled_log_partition_floor(model, data, *, n_chains: int = 500, n_steps: int = 200,
+                                seed: int = 0, batch_size: int = 4096) -> float:
+    """ln sum_{v in S} exp(-F(v)), S = the distinct rows of ``data`` (N, n_visible) and every
+    state visited by ``n_chains`` Gibbs chains run ``n_steps`` steps from its lowest-F rows.
+
+    A certain lower bound of ln Z whatever the chains do (only F and distinctness matter), and
+    far tighter than the data's alone when the model holds mass the data does not reach: on a
+    trained MNIST iRBM, AIS gave ln Z 106.9 with uniform weights at every schedule and base,
+    above the data's floor (105.8) but 11 nats below this one (118.2). At most
+    ``n_chains * n_steps`` states are kept (uint8), so the default holds 100,000.
+    """
+    distinct = torch.unique(model.check_visible(torch.as_tensor(data)), dim=0)
+    free = free_energies(model, distinct, batch_size=batch_size)
+    lowest = torch.argsort(free)[:n_chains]  # cycled when there are fewer rows than chains
+    lowest = lowest.repeat(-(-n_chains // lowest.numel()))[:n_chains]
+    chains = distinct[lowest].to(device=model.device, dtype=model.dtype)
+    generator = torch.Generator(device=model.device).manual_seed(seed)
+    visited = [distinct.to(torch.uint8).cpu()]
+    with torch.no_grad():
+        for _ in range(n_steps):
+            chains, _ = model.gibbs_step(chains, generator)
+            visited.append(chains.to(torch.uint8).cpu())
+    states = torch.unique(torch.cat(visited), dim=0)
+    return log_partition_floor(free_energies(model, states, batch_size=batch_size))
 
 
 def ais_nll(model, data, *, n_chains: int = 100, n_betas=None, betas=None, base=None,
@@ -133,8 +161,8 @@ def ais_nll(model, data, *, n_chains: int = 100, n_betas=None, betas=None, base=
                                     data=base_data, **ais_options)
     mean, stderr = nll(model, data, result, batch_size=batch_size)
     shift = mean - result.log_z
-    distinct = torch.unique(model.check_visible(torch.as_tensor(data)), dim=0)
-    floor = log_partition_floor(free_energies(model, distinct, batch_size=batch_size))
+    floor = sampled_log_partition_floor(model, data, n_chains=min(n_chains, 500),
+                                        seed=ais_options.get("seed") or 0, batch_size=batch_size)
     return NLLEstimate(mean, stderr, shift + result.log_z_low, shift + result.log_z_high, result,
                        floor)
 

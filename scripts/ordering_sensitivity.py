@@ -1,7 +1,8 @@
 """Does a random-permutation iRBM's test NLL depend on the unit order its last update left?
 
-    python scripts/ordering_sensitivity.py SNAPSHOT [SNAPSHOT ...] --out results/caltech101_peng_ordering \
-        [--orders 2] [--chains 200] [--betas 3000] [--gibbs-steps 2000] [--data-dir DIR]
+    python scripts/ordering_sensitivity.py SNAPSHOT [SNAPSHOT ...] \
+        --out results/caltech101_peng_ordering [--orders 2] [--chains 200] [--betas 3000]
+        [--gibbs-steps 2000] [--data-dir DIR]
 
 Peng et al.'s training (``--random-permutation --regrouping peng``) permutes the first M_t
 units before every update and keeps the permutation, so a snapshot is the model under the last
