@@ -17,3 +17,9 @@ for model in rbm500 orbm500 irbm; do
 done
 $PY scripts/paper_results.py "${rows[@]}" --dataset mnist --out results/mnist \
     --chains 500 --betas 5000 --raise-rows 300 --raise-betas 5000
+# The iRBM's AIS checked: ten times the temperatures (100 chains), and from the model base.
+irbm_row="$RUNS/mnist-irbm/snapshots/$(ls "$RUNS/mnist-irbm/snapshots" | sort -n | tail -1)"
+$PY scripts/paper_results.py "$irbm_row" --dataset mnist --out results/mnist_irbm_ais_long \
+    --chains 100 --betas 50000 --raise-rows 0
+$PY scripts/paper_results.py "$irbm_row" --dataset mnist --out results/mnist_irbm_ais_model \
+    --chains 500 --betas 5000 --bases model --raise-rows 0
