@@ -145,8 +145,9 @@ def row_for(run_dir: Path, dataset, budget: dict) -> dict:
             "threads": max((entry.get("threads") or 0 for entry in history["history"]),
                            default=0) or None,  # None: not recorded (runs before the record)
             "n_hidden": evaluation["n_hidden"], "evaluation": evaluation,
-            "log_z_floor": floor, "nll_at_least": (first["nll"] - first["log_z"] + floor
-                                                   if floor > first["log_z"] else None),
+            "sampled_log_z_floor": floor,
+            "nll_at_least": (first["nll"] - first["log_z"] + floor
+                             if floor > first["log_z"] else None),
             "paper_nll": paper[0] if paper else None,
             "paper_stderr": paper[1] if paper else None}
 

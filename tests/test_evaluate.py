@@ -12,6 +12,7 @@ import irbm
 import irbm.sampling
 from irbm import evaluate
 from irbm.ais import AISResult
+from irbm.datasets import load_dataset
 from irbm.evaluate import ais_nll, free_energies, nll
 
 
@@ -160,3 +161,33 @@ def test_the_sampled_floor_is_a_lower_bound_that_tightens_to_exact(example):
     assert exact - floor < 0.05
     if example.n_visible >= 5:  # 32+ states: one row alone holds well under the total
         assert floor > data_floor + 0.5
+
+
+def test_irbm_evaluate_records_a_floor_below_the_exact_log_partition_and_flags_ais_under_it(
+        tmp_path):
+    """`irbm evaluate` (workflows.evaluate_run) records the sampled floor, which must stay below
+    the exact ln Z (12 hidden units: enumerable); with 2 temperatures AIS is far too low, and
+    the record warns exactly when its ln Z-hat is under that floor."""
+    from irbm.cli import main as cli_main
+    from irbm.workflows import evaluate_run
+
+    run = tmp_path / "rbm"
+    assert cli_main(["train", "rbm", "digits", "--out", str(run), "--epochs", "1",
+                     "--n-hidden", "12", "--quiet"]) == 0
+    # Its mass on three training digits (as in the test above), where AIS in 2 steps misses it.
+    model = irbm.load(run)
+    prototypes = torch.as_tensor(load_dataset("digits").train[:3], dtype=torch.float32)
+    with torch.no_grad():
+        model.W.copy_(20.0 * (2 * prototypes[torch.arange(12) % 3] - 1))
+        model.b.copy_(-20.0 * prototypes[torch.arange(12) % 3].sum(1) + 40.0)
+        model.c.zero_()
+    irbm.save(model, run / "model.safetensors")
+    exact = irbm.load(run, dtype=torch.float64).log_partition_exact()
+    for n_betas in (2, 2000):
+        record = evaluate_run(run, n_chains=50, n_betas=n_betas, base="model", progress=False,
+                              echo=lambda message: None)
+        assert record["log_z_floor"] <= exact + 1e-3  # float32 free energies
+        flagged = any("certain lower bound" in warning for warning in record["warnings"])
+        assert flagged == (record["log_z_floor"] > record["log_z"]), n_betas
+        if n_betas == 2:
+            assert flagged  # 2 temperatures: ln Z-hat is nearly the base's, far too low

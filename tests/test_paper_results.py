@@ -47,6 +47,13 @@ def test_table_is_generated_from_run_directories(tmp_path, family):
     assert row["evaluation"]["ais"][0]["nll"] == pytest.approx(again.mean, abs=1e-9)
     assert f"{again.mean:.2f} +/- {again.stderr:.2f}" in table
     assert "partial" not in table  # digits has no paper row, hence no protocol to fall short of
+    # The certain floor of ln Z is below the exact one (12 hidden units: enumerable), and a
+    # row is marked exactly when AIS falls under it.
+    if family == "rbm":
+        exact = irbm.load(run, dtype=torch.float64).log_partition_exact()
+        assert row["sampled_log_z_floor"] <= exact + 1e-3
+    below = row["sampled_log_z_floor"] > row["evaluation"]["ais"][0]["log_z"]
+    assert (row["nll_at_least"] is not None) == below == ("certain floor: NLL >=" in table)
     # A second run reuses the cached evaluation (same digest and budget).
     cached = list(run.glob("paper-eval-*.json"))
     assert len(cached) == 1
