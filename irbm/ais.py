@@ -5,7 +5,10 @@ biases from the base's c0 to the model's c: p_t(v) ~ exp(-F_t(v)) with
 F_t(v) = F(v; t W, t b, c0 + t (c - c0)). At t = 0 the hidden units carry no information, so p_0
 factorizes over the visible units and its log Z is closed form. For the ordered families the
 penalty beta softplus(t b) follows the scaled bias, and the iRBM keeps its infinite tail at every
-temperature (units beyond l have zero parameters for any t).
+temperature (units beyond l have zero parameters for any t). That is each family's "linear"
+path; the families with z default to a "pinned" one (`irbm.models._pinned`), because along the
+linear path their chains can collapse onto z = 1 and miss most of Z without a sign in the
+weights. ``path`` chooses among the family's ``ais_paths``.
 
 Base distributions:
 - ``"model"`` (default): c0 = c, only W and b are annealed. It is the authors' choice, reproduces
@@ -50,6 +53,8 @@ class AISResult:
         Number of temperatures, 0 and 1 included.
     base : str
         "model", "data" or "custom".
+    path : str
+        The annealing path's description (which path, and how it was tuned).
     seconds : float
         Wall-clock time spent sampling (summed over resumed runs).
     """
@@ -62,6 +67,7 @@ class AISResult:
     n_betas: int
     base: str
     seconds: float
+    path: str = "linear"
 
     @property
     def n_chains(self) -> int:
@@ -113,7 +119,8 @@ class AISResult:
         """JSON-ready record of the estimate and its diagnostics (no per-chain arrays)."""
         return {"log_z": self.log_z, "log_z_low": self.log_z_low, "log_z_high": self.log_z_high,
                 "n_chains": self.n_chains, "n_betas": self.n_betas, "base": self.base,
-                "seconds": self.seconds, "effective_sample_size": self.effective_sample_size,
+                "path": self.path, "seconds": self.seconds,
+                "effective_sample_size": self.effective_sample_size,
                 "top_chain_share": self.top_chain_share,
                 "warnings": self.reliability_warnings()}
 
@@ -161,9 +168,10 @@ def data_base_rate(data, model) -> torch.Tensor:
     return model.base_visible_bias(data)
 
 
-def base_log_partition(model, base_bias: torch.Tensor) -> float:
-    """ln Z_0 of the base with visible biases ``base_bias`` (n_visible,), in float64."""
-    return model.annealing_path(base_bias).log_base_partition
+def base_log_partition(model, base_bias: torch.Tensor, path=None) -> float:
+    """ln Z_0 of the base with visible biases ``base_bias`` (n_visible,), in float64, for the
+    model's annealing path ``path`` (default: the family's)."""
+    return model.annealing_path(base_bias, kind=path).log_base_partition
 
 
 def log_mean_interval(log_weights, n_sigma: float = 3.0) -> tuple[float, float, float]:
@@ -240,7 +248,7 @@ def _save_checkpoint(path, config: str, log_weights, samples, seconds: float):
 
 
 def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=None, base=None,
-                           data=None, seed=None, generator=None, device=None, dtype=None,
+                           path=None, data=None, seed=None, generator=None, device=None, dtype=None,
                            chain_batch_size: int = 1000, checkpoint_path=None,
                            progress: bool = True) -> AISResult:
     """ln Z-hat = ln (1/S) sum_s w_s, ln w_s = ln Z_0 + sum_k [F_{t_{k-1}}(v_s) - F_{t_k}(v_s)].
@@ -255,6 +263,8 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
         increasing, from 0 to 1). Neither: `default_betas` (14,500 temperatures).
     base : "model", "data" or Tensor (n_visible,)
         Base visible biases c0 (see the module docstring); "data" needs ``data`` (N, n_visible).
+    path : str, optional
+        One of the model's ``ais_paths`` (default: its first).
     seed : int, optional
         Chain batch i uses a generator seeded from (seed, i). ``generator`` instead draws that
         seed from a torch.Generator; with neither, it is drawn from torch's global generator.
@@ -291,12 +301,14 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
         model = copy.deepcopy(model).to(device=device, dtype=dtype)
     with torch.no_grad():
         base_bias, base_name = resolve_base(model, base, data)
-        check_path(model, model.annealing_path(base_bias))
-        log_partition_0 = base_log_partition(model, base_bias)
+        annealing = model.annealing_path(base_bias, kind=path)
+        check_path(model, annealing)
+        log_partition_0 = annealing.log_base_partition
         config = json.dumps({
             "model": model.config(), "parameters": _digest(*model.state_dict().values()),
             "betas": _digest(torch.from_numpy(betas)), "n_betas": len(betas), "base": base_name,
-            "base_bias": _digest(base_bias), "n_chains": n_chains, "seed": seed,
+            "base_bias": _digest(base_bias), "path": annealing.description,
+            "n_chains": n_chains, "seed": seed,
             "chain_batch_size": chain_batch_size, "dtype": str(dtype), "device": device.type})
         all_log_weights, all_samples, seconds = _load_checkpoint(checkpoint_path, config)
         sizes = [min(chain_batch_size, n_chains - start)
@@ -306,7 +318,8 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
                   disable=not progress, desc="AIS", unit="step") as bar:
             for batch in range(len(all_log_weights), len(sizes)):
                 started = time.perf_counter()
-                log_weights, samples = run_chains(model.annealing_path(base_bias), betas_tensor,
+                log_weights, samples = run_chains(model.annealing_path(base_bias, kind=path),
+                                                  betas_tensor,
                                                   sizes[batch], batch_seed(seed, batch),
                                                   bar.update)
                 all_log_weights.append(log_weights.cpu() + log_partition_0)
@@ -318,7 +331,7 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
     log_z, low, high = log_mean_interval(log_weights)
     return AISResult(log_z, low, high, log_weights,
                      torch.cat(all_samples).to(dtype=dtype, device=device), len(betas), base_name,
-                     seconds)
+                     seconds, annealing.description)
 
 
 def resolve_base(model, base, data):

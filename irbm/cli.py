@@ -102,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--base", choices=["model", "data"], default=None,
                           help="base distribution (default: the family's, the data's base "
                           "rate from the training set)")
+    paths = sorted({path for cls in FAMILIES.values() for path in cls.ais_paths})
+    evaluate.add_argument("--ais-path", choices=paths, default=None,
+                          help="annealing path (default: the family's; the families with z "
+                          "pin z while annealing, since the linear path can collapse onto z = 1 "
+                          "and miss most of Z)")
     evaluate.add_argument("--latest", action="store_true", help="evaluate the latest model "
                           "rather than the best")
     evaluate.add_argument("--seed", type=int, default=0)

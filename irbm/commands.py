@@ -33,7 +33,7 @@ def run_evaluate(args):
     _start(args)
     run_dir = Path(args.run)
     record = workflows.evaluate_run(run_dir, n_chains=args.chains, n_betas=args.betas,
-                                    base=args.base, seed=args.seed,
+                                    base=args.base, path=args.ais_path, seed=args.seed,
                                     which="latest" if args.latest else "best",
                                     raise_rows=args.raise_rows, data_dir=args.data_dir,
                                     device=args.device, echo=print)

@@ -182,6 +182,8 @@ class RAISEEstimate:
         Temperatures (0 and 1 included) and reverse chains per data row.
     base : str
     seconds : float
+    path : str
+        The annealing path's description.
     """
 
     mean: float
@@ -191,15 +193,16 @@ class RAISEEstimate:
     n_repeats: int
     base: str
     seconds: float
+    path: str = "linear"
 
     def summary(self) -> dict:
         return {"mean": self.mean, "stderr": self.stderr, "n_betas": self.n_betas,
-                "n_repeats": self.n_repeats, "base": self.base, "seconds": self.seconds,
-                "n_rows": int(self.log_likelihoods.numel())}
+                "n_repeats": self.n_repeats, "base": self.base, "path": self.path,
+                "seconds": self.seconds, "n_rows": int(self.log_likelihoods.numel())}
 
 
-def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, base_data=None,
-              n_repeats: int = 1, chain_batch_size: int = 1000,
+def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, path=None,
+              base_data=None, n_repeats: int = 1, chain_batch_size: int = 1000,
               progress: bool = True) -> RAISEEstimate:
     """mean_n -ln p-hat(v_n) by reverse annealing (RAISE): the pessimistic partner of `ais_nll`.
 
@@ -216,6 +219,7 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, ba
     n_betas, betas : the schedule, as in `irbm.ais.estimate_log_partition`.
     seed : int, optional
     base : "model", "data" or Tensor (n_visible,); default the family's ``default_ais_base``.
+    path : str, optional: one of the model's ``ais_paths`` (default: its first).
     base_data : (M, n_visible), optional: data for the data base (default: ``data``).
     n_repeats : int
         Reverse chains per row.
@@ -231,23 +235,26 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, ba
         seed = int(torch.randint(0, 2**62, (1,)))
     started = time.perf_counter()
     with torch.no_grad():
-        base_bias, base_name = resolve_base(model, base, data if base_data is None else base_data)
-        path = model.annealing_path(base_bias)
-        check_path(model, path)
+        base_data = data if base_data is None else base_data
+        base_bias, base_name = resolve_base(model, base, base_data)
+        annealing = model.annealing_path(base_bias, kind=path)
+        check_path(model, annealing)
         rows = data.repeat_interleave(n_repeats, 0)
         pieces = []
         with tqdm(total=math.ceil(rows.shape[0] / chain_batch_size) * (len(schedule) - 1),
                   disable=not progress, desc="RAISE", unit="step") as bar:
             for batch, first in enumerate(range(0, rows.shape[0], chain_batch_size)):
                 chunk = rows[first:first + chain_batch_size]
-                pieces.append(run_reverse_chains(model.annealing_path(base_bias), schedule,
+                pieces.append(run_reverse_chains(model.annealing_path(base_bias, kind=path),
+                                                 schedule,
                                                  chunk, batch_seed(int(seed), batch),
                                                  bar.update).cpu())
         log_ratios = torch.cat(pieces).view(data.shape[0], n_repeats)
         per_chain = (log_ratios - free_energies(model, rows).view(-1, n_repeats)
-                     - path.log_base_partition)
+                     - annealing.log_base_partition)
         log_likelihoods = torch.logsumexp(per_chain, 1) - math.log(n_repeats)
     n_rows = log_likelihoods.numel()
     stderr = float(log_likelihoods.std(correction=1)) / math.sqrt(n_rows) if n_rows > 1 else 0.0
     return RAISEEstimate(float(-log_likelihoods.mean()), stderr, log_likelihoods,
-                         len(schedule), n_repeats, base_name, time.perf_counter() - started)
+                         len(schedule), n_repeats, base_name, time.perf_counter() - started,
+                         annealing.description)

@@ -226,14 +226,15 @@ def _callbacks(settings, out, train, valid, record, echo) -> list:
 
 
 # ---------------------------------------------------------------------------- evaluate
-def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, seed=0, which="best",
-                 raise_rows=None, data_dir=None, device=None, progress=True,
+def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, seed=0,
+                 which="best", raise_rows=None, data_dir=None, device=None, progress=True,
                  echo=None) -> dict:
     """AIS estimate of log Z for the run's model and its NLL on every split, with the AIS
     diagnostics, appended to the run's ``evaluation.json``; returns the new record.
 
     ``base`` None takes the family's default AIS base, with the training set for the data's
-    base rate; ``which="latest"`` evaluates the latest model rather than the best.
+    base rate; ``path`` None takes the family's default annealing path; ``which="latest"``
+    evaluates the latest model rather than the best.
     ``raise_rows``: also RAISE's conservative test NLL (same temperatures) on the first
     ``raise_rows`` test rows (0: all of them; None: no RAISE).
     """
@@ -245,10 +246,11 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, seed=0, whi
     partial = run_dir / runs.AIS_PARTIAL_FILE
     runs.check_ais_partial(partial)
     model, source = runs.run_model(run_dir, which=which, device=device)
+    model.check_ais_path(path)  # before any work
     hint = (" (no best model: train with --eval-every N for model selection)"
             if which == "best" and source.file != runs.BEST_FILE else "")
     say(f"AIS on {run_dir / source.file} (epoch {source.epoch}, {n_chains} chains){hint}")
-    result = estimate_log_partition(model, n_chains, n_betas, base=base,
+    result = estimate_log_partition(model, n_chains, n_betas, base=base, path=path,
                                     data=torch.as_tensor(dataset.train), seed=seed,
                                     progress=progress, checkpoint_path=partial)
     record = {
@@ -258,7 +260,7 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, seed=0, whi
         "display_name": model.display_name, "n_hidden": model.n_hidden, "dataset": dataset.name,
         "log_z": result.log_z, "log_z_low": result.log_z_low, "log_z_high": result.log_z_high,
         "n_chains": result.n_chains, "n_betas": result.n_betas, "base": result.base,
-        "seed": seed, "ais_seconds": result.seconds, "nll": {},
+        "path": result.path, "seed": seed, "ais_seconds": result.seconds, "nll": {},
         "effective_sample_size": result.effective_sample_size,
         "top_chain_share": result.top_chain_share, "warnings": result.reliability_warnings(),
     }
@@ -284,7 +286,7 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, seed=0, whi
             say(f"  {split:5} NLL = {mean:.3f} +/- {stderr:.3f}  ({len(values)} examples)")
     if raise_rows is not None and dataset.test is not None and len(dataset.test):
         rows = torch.as_tensor(dataset.test[: raise_rows or len(dataset.test)])
-        upper = raise_nll(model, rows, n_betas=n_betas, seed=seed, base=base,
+        upper = raise_nll(model, rows, n_betas=n_betas, seed=seed, base=base, path=path,
                           base_data=torch.as_tensor(dataset.train), progress=progress)
         record["raise"] = upper.summary()
         say(f"  test  NLL = {upper.mean:.3f} +/- {upper.stderr:.3f} by RAISE, conservative "

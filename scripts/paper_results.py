@@ -94,7 +94,11 @@ def evaluate_run(run_dir: Path, dataset, budget: dict) -> dict:
     """Evaluation record of one run directory (cached)."""
     model = irbm.load(run_dir / "model.safetensors")
     digest = model_digest(model)
-    key = hashlib.sha256(json.dumps([digest, budget], sort_keys=True).encode()).hexdigest()[:16]
+    # The family's default annealing path joins the key, except the linear path: records made
+    # before paths existed used it, and they stay valid.
+    path = model.ais_paths[0]
+    key_parts = [digest, budget] + ([path] if path != "linear" else [])
+    key = hashlib.sha256(json.dumps(key_parts, sort_keys=True).encode()).hexdigest()[:16]
     cache = run_dir / f"paper-eval-{key}.json"
     if cache.exists():
         return json.loads(cache.read_text())
@@ -212,6 +216,12 @@ def epochs_cell(row: dict) -> str:
     return cell
 
 
+def path_note(estimate: dict) -> str:
+    """", pinned z = K" for an estimate on the pinned path; nothing for the linear one."""
+    path = estimate.get("path", "linear")  # records before paths existed: linear
+    return "" if path.startswith("linear") else ", " + path.split(" while")[0].replace(":", "")
+
+
 def markdown(rows: list[dict]) -> str:
     lines = ["| model | hidden | epochs (paper) | optimizer, lr, L1 | AIS base: test NLL +/- se "
              "[ESS / chains] | RAISE NLL (AIS, same rows) | paper NLL | CPU time |",
@@ -219,7 +229,7 @@ def markdown(rows: list[dict]) -> str:
     for row in rows:
         settings, evaluation = row["settings"], row["evaluation"]
         ais_cells = "<br>".join(
-            f"{e['base']} s{e['seed']}: {_fmt(e['nll'])} +/- {_fmt(e['stderr'])} "
+            f"{e['base']} s{e['seed']}{path_note(e)}: {_fmt(e['nll'])} +/- {_fmt(e['stderr'])} "
             f"[{e['effective_sample_size']:.0f} / {e['n_chains']}]"
             + (" (unreliable)" if e["warnings"] else "") for e in evaluation["ais"])
         if row.get("nll_at_least") is not None:
@@ -247,7 +257,9 @@ def markdown(rows: list[dict]) -> str:
               f"estimate; {conservative}. In bold: an AIS ln Z below ln sum exp(-F(v)) over "
               "the distinct test rows and the states of 500 Gibbs chains run 200 steps from "
               "them, a certain lower bound (the AIS estimate is then wrong, however uniform its "
-              "weights). Commands:", ""]
+              "weights). \"pinned z = K\": AIS and RAISE anneal with z held at K (the training "
+              "data's mean z) and release it over the last quarter of the temperatures; the "
+              "other rows use the linear path of Salakhutdinov & Murray. Commands:", ""]
     lines += [f"- `{row['command']}`" for row in rows]
     return "\n".join(lines) + "\n"
 

@@ -18,6 +18,9 @@ from irbm.ais import (
 from irbm.models import BipartiteModel
 
 FAMILIES = ("rbm", "orbm", "irbm")
+# Every family with every annealing path it offers: a new path joins every accuracy test below.
+FAMILY_PATHS = [(family, path) for family, cls in zip(FAMILIES, (RBM, OrderedRBM, InfiniteRBM))
+                for path in cls.ais_paths]
 N_VISIBLE, N_HIDDEN = 16, 10
 
 
@@ -87,7 +90,11 @@ def test_base_log_partition_matches_closed_form_and_enumeration(family):
     closed_form = {"rbm": visible_part + 6 * math.log(2),
                    "orbm": visible_part + float(torch.logsumexp(z * log_r, 0)),
                    "irbm": visible_part + log_r - math.log(1 - math.exp(log_r))}[family]
-    assert base_log_partition(model, base_bias) == pytest.approx(closed_form, abs=1e-10)
+    assert base_log_partition(model, base_bias, path="linear") == \
+        pytest.approx(closed_form, abs=1e-10)
+    if family != "rbm":  # pinned at z = 6: six units of softplus(0) - beta softplus(0)
+        assert base_log_partition(model, base_bias, path="pinned") == \
+            pytest.approx(visible_part + 6 * log_r, abs=1e-10)
     with torch.no_grad():
         model.c.copy_(base_bias)
     assert model.log_partition_exact() == pytest.approx(closed_form, abs=1e-10)
@@ -107,13 +114,14 @@ N_CHAINS, N_BETAS = 500, 1000
 
 @pytest.mark.parametrize("base", ["model", "data"])
 @pytest.mark.parametrize("kind", ["random", "trained"])
-@pytest.mark.parametrize("family", FAMILIES)
-def test_ais_matches_exact_log_partition(family, kind, base, trained):
+@pytest.mark.parametrize("family, path", FAMILY_PATHS)
+def test_ais_matches_exact_log_partition(family, path, kind, base, trained):
     data, models = trained
     model = make_model(family, dtype=torch.float64, seed=3) if kind == "random" else models[family]
     exact = model.log_partition_exact()
-    result = estimate_log_partition(model, N_CHAINS, N_BETAS, base=base, data=data, seed=11,
-                                    progress=False)
+    result = estimate_log_partition(model, N_CHAINS, N_BETAS, base=base, path=path, data=data,
+                                    seed=11, progress=False)
+    assert result.path.startswith(path)
     assert abs(result.log_z - exact) < 0.1
     assert result.log_z_low <= exact <= result.log_z_high
     assert result.log_weights.dtype == torch.float64 and result.log_weights.shape == (N_CHAINS,)
@@ -150,8 +158,8 @@ def test_float32_model_and_hook_only_family():
 
 # ---------------------------------------------------------------- one step: importance sampling
 @pytest.mark.parametrize("base", ["model", "data"])
-@pytest.mark.parametrize("family", FAMILIES)
-def test_single_step_is_unbiased_importance_sampling(family, base):
+@pytest.mark.parametrize("family, path", FAMILY_PATHS)
+def test_single_step_is_unbiased_importance_sampling(family, path, base):
     """With betas = (0, 1), w = Z_0 p*(v) / p*_0(v) with v ~ p_0 exactly: E[Z-hat / Z] = 1.
 
     The exact variance of w / Z, sum_v p(v)^2 / p_0(v) - 1, sets the tolerance (5 sigma of the
@@ -166,8 +174,8 @@ def test_single_step_is_unbiased_importance_sampling(family, base):
     log_p0 = visibles @ base_bias - functional.softplus(base_bias).sum()
     variance = float(torch.exp(2 * log_p - log_p0).sum()) - 1.0
     n_seeds, n_chains = 150, 20
-    ratios = [math.exp(estimate_log_partition(model, n_chains, 2, base=base, data=data, seed=seed,
-                                              progress=False).log_z - exact)
+    ratios = [math.exp(estimate_log_partition(model, n_chains, 2, base=base, path=path, data=data,
+                                              seed=seed, progress=False).log_z - exact)
               for seed in range(n_seeds)]
     tolerance = 5 * math.sqrt(variance / (n_seeds * n_chains))
     assert 0.005 < tolerance < 0.15  # the check is informative, and the weights not degenerate

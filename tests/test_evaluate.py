@@ -34,16 +34,22 @@ def test_nll_with_exact_log_partition_is_the_exact_nll(family):
     assert again == pytest.approx((mean, stderr), abs=1e-10)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_ais_nll_agrees_with_exact_nll_within_the_ais_error(family):
-    """On a briefly trained model: |NLL_AIS - NLL_exact| is within the 3-sigma AIS interval."""
+@pytest.mark.parametrize("family, path", [("rbm", "linear"), ("orbm", "linear"),
+                                          ("orbm", "pinned"), ("irbm", "linear"),
+                                          ("irbm", "pinned")])
+def test_ais_nll_agrees_with_exact_nll_within_the_ais_error(family, path):
+    """On a briefly trained model: |NLL_AIS - NLL_exact| is within the 3-sigma AIS interval.
+
+    The pinned path is noisier on this tiny oRBM, whose data spread over z = 2..10 (ln Z-hat's
+    spread over 10 seeds: 0.06 nats, against 0.01 on the linear path), hence its tolerance."""
     data = prototype_data(n_rows=200)
     model = train_exactly(make_model(family, scale=0.01, dtype=torch.float64), data, steps=100)
     exact = -model.log_likelihood_exact(data)
-    estimate = ais_nll(model, data, n_chains=200, n_betas=3000, base="data", seed=4,
+    estimate = ais_nll(model, data, n_chains=200, n_betas=3000, base="data", seed=4, path=path,
                        progress=False)
+    assert estimate.log_partition.path.startswith(path)
     assert estimate.mean_low <= float(exact.mean()) <= estimate.mean_high
-    assert abs(estimate.mean - float(exact.mean())) < 0.05
+    assert abs(estimate.mean - float(exact.mean())) < (0.05 if path == "linear" else 0.15)
     assert estimate.stderr == pytest.approx(float(exact.std()) / math.sqrt(200), rel=1e-10)
     assert isinstance(estimate.log_partition, AISResult)
     assert estimate.log_partition.log_weights.shape == (200,)

@@ -94,6 +94,8 @@ class EnergyModel(nn.Module, abc.ABC):
         The hidden layer may change size (growth, pruning, loading a state of another size).
     default_ais_base : str
         Base distribution AIS uses when none is given ("data" or "model").
+    ais_paths : tuple of str
+        The annealing paths `annealing_path` offers, its default first.
     authors_l1 : str
         How the authors' code applies L1 to this family (``regularization="authors"``):
         "subgradient" (lambda sign(theta) added to the gradient of the coupling parameters) or
@@ -110,6 +112,7 @@ class EnergyModel(nn.Module, abc.ABC):
     has_tail: ClassVar[bool] = False
     resizable: ClassVar[bool] = False
     default_ais_base: ClassVar[str] = "data"
+    ais_paths: ClassVar[tuple[str, ...]] = ("linear",)
     authors_l1: ClassVar[str] = "subgradient"
     validate_args: bool = True
 
@@ -187,9 +190,19 @@ class EnergyModel(nn.Module, abc.ABC):
         """
 
     @abc.abstractmethod
-    def annealing_path(self, base_visible_bias: torch.Tensor):
+    def annealing_path(self, base_visible_bias: torch.Tensor, *, kind: str | None = None):
         """The AIS path from a factorized base (visible biases ``base_visible_bias``
-        (n_visible,)) to this model; an `irbm.models.AnnealingPath`."""
+        (n_visible,)) to this model; an `irbm.models.AnnealingPath`. ``kind`` is one of
+        ``ais_paths`` (default: the first)."""
+
+    def check_ais_path(self, kind: str | None) -> str:
+        """``kind`` validated against ``ais_paths`` (None: the family's default)."""
+        if kind is None:
+            return self.ais_paths[0]
+        if kind not in self.ais_paths:
+            raise ValueError(f"unknown AIS path {kind!r} for the {self.display_name}: choose one "
+                             f"of {', '.join(self.ais_paths)}")
+        return kind
 
     @abc.abstractmethod
     def base_visible_bias(self, data=None) -> torch.Tensor:

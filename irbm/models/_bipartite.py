@@ -129,7 +129,8 @@ class BipartiteModel(EnergyModel):
         probability = (counts / data.shape[0] + smoothing) / (1.0 + 2.0 * smoothing)
         return torch.logit(probability).to(self.dtype)
 
-    def annealing_path(self, base_visible_bias):
+    def annealing_path(self, base_visible_bias, *, kind=None):
+        self.check_ais_path(kind)
         return BipartitePath(self, base_visible_bias)
 
 
@@ -141,6 +142,8 @@ class BipartitePath(AnnealingPath):
     draw). Families override `_hidden_step` with a fused version; this generic one calls the
     model's `_hidden_log_sum` and `_sample_hidden_from`.
     """
+
+    description = "linear: W v + b scaled by t (Salakhutdinov & Murray)"
 
     def __init__(self, model: BipartiteModel, base_visible_bias):
         self.model = model

@@ -84,6 +84,17 @@ class InfiniteRBM(OrderedRBM):
         log_r = (1.0 - self.beta) * math.log(2.0)
         return log_r - torch.log(-torch.expm1(log_r))
 
+    def _pin_offsets(self, kappa: float, pin: int) -> torch.Tensor:
+        """The units' -kappa |z - pin|, then the tail's: its column becomes
+        log sum_{z>l} exp(-F(v, l)) (r e^-kappa)^(z-l) e^(-kappa (l - pin)), a geometric series
+        of ratio r e^-kappa in place of r."""
+        log_r = (1.0 - self.beta) * math.log(2.0)
+        tilted = log_r - kappa
+        offset = (tilted - math.log(-math.expm1(tilted)) - float(self._log_tail())
+                  - kappa * (self.n_hidden - pin))
+        return torch.cat([super()._pin_offsets(kappa, pin),
+                          torch.tensor([offset], device=self.device, dtype=self.dtype)])
+
     def _energy_beyond(self, z):
         """Each selected unit beyond l costs beta softplus(0) = beta ln 2 and gains nothing."""
         beyond = (z - self.n_hidden).clamp(min=0).to(self.dtype)

@@ -9,6 +9,7 @@ from torch.nn import functional
 
 from ._base import Gradients, HiddenState, binary_configurations
 from ._bipartite import BipartiteModel, BipartitePath
+from ._pinned import PinnedPath
 from ._registry import register_family
 
 
@@ -242,8 +243,20 @@ class OrderedRBM(BipartiteModel):
             return gradients, z
 
     # ------------------------------------------------------------------ AIS
-    def annealing_path(self, base_visible_bias):
-        return _OrderedPath(self, base_visible_bias)
+    ais_paths = ("pinned", "linear")
+
+    def annealing_path(self, base_visible_bias, *, kind=None):
+        """"pinned" (default, `PinnedPath`): z held at n_hidden while W v + b is annealed, then
+        released; "linear": Salakhutdinov & Murray's, z free throughout, whose chains can
+        collapse onto z = 1 (see `irbm.models._pinned`)."""
+        if self.check_ais_path(kind) == "linear":
+            return _OrderedPath(self, base_visible_bias)
+        return PinnedPath(self, base_visible_bias, self.n_hidden)
+
+    def _pin_offsets(self, kappa: float, pin: int) -> torch.Tensor:
+        """-kappa |z - pin| for every z column, shape (n_columns,): the release's tilt."""
+        z = torch.arange(1, self.n_hidden + 1, device=self.device, dtype=self.dtype)
+        return (z - pin).abs_().mul_(-kappa)
 
 
 class _OrderedPath(BipartitePath):

@@ -70,7 +70,8 @@ class RBM(BipartiteModel):
                      "c": -(row_weights @ v)}
         return gradients, None
 
-    def annealing_path(self, base_visible_bias):
+    def annealing_path(self, base_visible_bias, *, kind=None):
+        self.check_ais_path(kind)
         return _RBMPath(self, base_visible_bias)
 
 
