@@ -19,6 +19,7 @@ from irbm import RBM, InfiniteRBM, OrderedRBM
 from irbm.ais import estimate_log_partition
 from irbm.evaluate import raise_nll
 from irbm.models import UniformSource
+from irbm.models._base import index_from_cdf
 from irbm.models._pinned import PinnedPath
 
 N_VISIBLE, PIN, BETA = 5, 2, 1.3
@@ -156,3 +157,12 @@ def test_raise_on_the_pinned_path_bounds_the_exact_likelihood(family):
                          n_repeats=20, progress=False)
     assert estimate.path.startswith("pinned")
     assert exact_nll - 0.02 < estimate.mean < exact_nll + 0.1
+
+
+def test_a_uniform_of_zero_never_draws_a_category_of_zero_probability():
+    """Category draws (z in AIS, RAISE and training) invert the CDF at (1 - u) * total: u = 0,
+    once in 2^24 float32 draws, used to pick category 0 whatever its probability."""
+    cdf = torch.tensor([[0.0, 0.0, 0.5, 0.5, 1.0]] * 4)
+    uniform = torch.tensor([[0.0], [0.5], [0.4], [1.0 - 2.0**-24]])
+    # (1 - u) * total = 1, 0.5, 0.6 and 2^-24: the categories of probability 0.5 only
+    assert index_from_cdf(cdf, uniform).flatten().tolist() == [4, 2, 4, 2]

@@ -421,6 +421,19 @@ def bernoulli(probabilities: torch.Tensor, generator: torch.Generator | None) ->
     return uniform.lt_(probabilities)
 
 
+def index_from_cdf(cdf: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
+    """0-based category per row (N, 1) whose CDF interval holds (1 - u) * total, by binary search.
+
+    cdf: (N, C) unnormalized cumulative sums; uniform: (N, 1) draws in [0, 1), overwritten. The
+    point (1 - u) total lies in (0, total], so a category of zero probability (as exp's underflow
+    makes them) is never chosen. Searching for u * total instead picks the first category
+    whenever u is exactly 0, which a float32 uniform is once in 2^24 draws: an AIS run of 500
+    chains x 5,000 temperatures met it, sent a chain to z = 1 against odds of e^-60, and its
+    weight then grew by 264 nats.
+    """
+    return torch.searchsorted(cdf, uniform.neg_().add_(1.0).mul_(cdf[:, -1:]))
+
+
 def binary_configurations(n_units: int, dtype=torch.float64, device=None, chunk: int = 2**14):
     """Yield all 2**n_units binary vectors, in chunks of shape (<=chunk, n_units).
 

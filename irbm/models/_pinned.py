@@ -29,6 +29,7 @@ import torch
 from torch.nn import functional
 
 from ._annealing import UniformSource
+from ._base import index_from_cdf
 from ._bipartite import BipartitePath
 
 
@@ -168,9 +169,9 @@ class PinnedPath(BipartitePath):
         uniform = self.draw_hidden[n_units]()
         if columns is None:  # pinned: units past K stay off (a uniform of 1 never wins)
             uniform[:, self.pin:] = 1.0
-        else:  # released: z - 1 is the number of CDF entries below a uniform times the total
+        else:  # released: z drawn by inverting the CDF of P(z | v) at t_to
             cdf = columns.sub_(columns.amax(1, keepdim=True)).exp_().cumsum_(1)
-            last_unit = torch.searchsorted(cdf, self.draw_z().mul_(cdf[:, -1:]))
+            last_unit = index_from_cdf(cdf, self.draw_z())  # z - 1
             uniform.masked_fill_(self.unit_index > last_unit, 1.0)
         u = self._coupling(t_to)
         hidden = torch.lt(uniform, torch.sigmoid(preactivation * u)).to(model.dtype)

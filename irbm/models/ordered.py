@@ -7,7 +7,7 @@ import math
 import torch
 from torch.nn import functional
 
-from ._base import Gradients, HiddenState, binary_configurations
+from ._base import Gradients, HiddenState, binary_configurations, index_from_cdf
 from ._bipartite import BipartiteModel, BipartitePath
 from ._pinned import PinnedPath
 from ._registry import register_family
@@ -162,8 +162,7 @@ class OrderedRBM(BipartiteModel):
         uniform = torch.rand((log_weights.shape[0], 1), generator=generator,
                              dtype=cdf.dtype, device=cdf.device)
         # Scaling by the last entry absorbs rounding error so the top category stays reachable.
-        # The number of CDF entries below u * total, by binary search (no (N, K) comparison).
-        index = torch.searchsorted(cdf, uniform.mul_(cdf[:, -1:])).squeeze(1) + 1
+        index = index_from_cdf(cdf, uniform).squeeze(1) + 1
         return index.clamp_(max=log_weights.shape[1])
 
     def _sample_hidden_from(self, preactivation, hidden_bias, generator, z=None):
@@ -289,8 +288,7 @@ class _OrderedPath(BipartitePath):
         cdf = columns.sub_(top).clamp_(min=self.floor).exp_().cumsum_(1)
         total = cdf[:, -1:]
         delta = (top - previous_top + torch.log(total / previous_sum)).squeeze(1)
-        # The chosen z - 1 is the number of CDF entries below u * total.
-        last_unit = torch.searchsorted(cdf, self.draw_z().mul_(total))
+        last_unit = index_from_cdf(cdf, self.draw_z())  # z - 1
         # u = 1 never falls below sigmoid(.) <= 1: units past z stay off.
         self.draw_hidden().masked_fill_(self.unit_index > last_unit, 1.0)
         torch.lt(self.hidden_uniform, torch.sigmoid(self.scaled, out=self.work), out=self.hidden)
