@@ -54,7 +54,7 @@ class AISResult:
     base : str
         "model", "data" or "custom".
     path : str
-        The annealing path's description (which path, and how it was tuned).
+        The annealing path's description (which path, and its settings).
     seconds : float
         Wall-clock time spent sampling (summed over resumed runs).
     """
@@ -109,7 +109,10 @@ class AISResult:
                 "underestimated, so the NLL looks too good. Use more temperatures, more chains, "
                 + {"data": "or the other base (--base model).",
                    "model": "or the other base (--base data)."}.get(
-                       self.base, "or the data base (--base data)."))
+                       self.base, "or the data base (--base data).")
+                + ("" if self.path.startswith("linear") else
+                   " Each path gives a stochastic lower bound of ln Z: compare the linear one "
+                   "(--ais-path linear) and keep the higher."))
         if not math.isfinite(self.log_z_low):
             problems.append("the lower 3-sigma bound of Z is not positive (ln = -inf): the "
                             "weights are too spread for the interval to mean much")
