@@ -913,3 +913,12 @@ def test_binarize_option_for_user_files(tmp_path, capsys):
     assert main(["train", "rbm", "digits", "--out", str(tmp_path / "named"), "--binarize",
                  "threshold"]) == 2
     assert "binary already" in capsys.readouterr().err
+
+
+def test_evaluate_with_a_path_the_family_lacks_is_a_clean_error(pipeline, tmp_path):
+    """`--ais-path pinned` on an RBM: one line naming the family's paths, nothing written."""
+    run_dir = copy_run(pipeline_run(pipeline, "digits-rbm"), tmp_path)
+    before = snapshot(run_dir)
+    assert_clean_error(run_cli("evaluate", run_dir, *EVALUATE, "--ais-path", "pinned"),
+                       "unknown AIS path 'pinned' for the RBM: choose one of linear")
+    assert snapshot(run_dir) == before
