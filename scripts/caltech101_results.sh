@@ -7,8 +7,8 @@ RUNS="${RUNS:-runs}"
 PY="${PYTHON:-python}"
 cd "$(dirname "$0")/.."
 # Table 2 rows at the budget reached (partial rows are labelled as such in the table): every
-# model at 1,000 epochs (the paper's first selection point; the iRBM at IRBM_EPOCHS), RBM-2000 as
-# far as its run got (a partial row), then the paper's protocol as far as each run got: the
+# model at 1,000 epochs (the paper's first selection point; the iRBM at IRBM_EPOCHS), RBM-2000
+# also as far as its run got (a partial row), then the paper's protocol as far as each run got: the
 # snapshot with the best validation NLL among the 1,000-epoch ones, for RBM-100 and, once they
 # have more than one, RBM-500 and the iRBM (until then, the iRBM's latest snapshot if it is
 # past IRBM_EPOCHS).
@@ -24,7 +24,8 @@ selection() {  # the run's snapshots at multiples of 1,000 epochs, joined by com
   (( ${#candidates[@]} > ${2:-0} )) || return 0
   (IFS=,; echo "${candidates[*]}")
 }
-RBM2000=$(latest "$RUNS/rbm2000-adagrad")  # partial: as far as it got
+RBM2000=$(latest "$RUNS/rbm2000-adagrad")  # partial: as far as it got, beside its 1,000 epochs
+[[ $RBM2000 != */snapshots/1000 ]] || RBM2000=""
 R100=$(selection "$RUNS/rbm100-adagrad")
 [[ -n $R100 ]] || { echo "no snapshots in $RUNS/rbm100-adagrad/snapshots" >&2; exit 1; }
 R500=$(selection "$RUNS/rbm500-adagrad" 1)  # only once there is a choice
@@ -38,7 +39,7 @@ $PY scripts/paper_results.py "$RUNS/rbm100-adagrad/snapshots/1000" \
     "$RUNS/rbm500-adagrad/snapshots/1000" \
     "$RUNS/orbm500-l1e-3/snapshots/1000" \
     "$RUNS/irbm-l1e-3/snapshots/$IRBM_EPOCHS" \
-    ${RBM2000:+"$RBM2000"} \
+    "$RUNS/rbm2000-adagrad/snapshots/1000" ${RBM2000:+"$RBM2000"} \
     "$R100" ${R500:+"$R500"} ${RIRBM:+"$RIRBM"} \
     --out results/caltech101 --chains 500 --betas 5000 --raise-rows 300 --raise-betas 5000
 # AIS bases on trained RBMs (issue 10: the RBM's default base decided by measurement).
