@@ -15,7 +15,7 @@ from ._io import atomic_write
 from .models import FAMILIES
 
 COLUMNS = ("Model", "Size", "Epoch", "Settings", "ln Z-hat", "ln(Z-hat -/+ 3 sigma)",
-           "AIS (base, chains x temperatures, ESS)", "Avg. test NLL", "RAISE test NLL")
+           "AIS (base, chains x temperatures, ESS, path)", "Avg. test NLL", "RAISE test NLL")
 NOTE = "Note"  # a column shown only when a row is stale
 MARKER_FILE = "irbm-report.json"
 REPORT_FORMAT, REPORT_VERSION = "irbm-report", 1
@@ -45,6 +45,8 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
     ess = record.get("effective_sample_size")
     ais = f"{record.get('base')}, {record.get('n_chains')} x {record.get('n_betas')}" + (
         f", ESS {ess:.0f}" if ess is not None else "")
+    # Records made before paths existed used the linear path.
+    ais += ", " + record.get("path", "linear").split(":")[0] + " path"
     if record.get("warnings"):
         ais += " (unreliable: " + " ".join(record["warnings"]) + ")"
     upper = record.get("raise")
@@ -62,7 +64,7 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
                        if settings.regularization != "proximal" else "")
                     + (f", epsilon {settings.epsilon_placement} the root"
                        if settings.epsilon_placement != "outside" else ""),
-        "AIS (base, chains x temperatures, ESS)": ais,
+        "AIS (base, chains x temperatures, ESS, path)": ais,
         "RAISE test NLL": ("-" if upper is None else f"{_number(upper['mean'])} +/- "
                            f"{_number(upper['stderr'])} ({upper['n_rows']} rows)"),
         "ln Z-hat": _number(record["log_z"]),

@@ -407,7 +407,7 @@ def check_report(out_dir, run_dirs):
     self-contained."""
     rows = parse_markdown_table((out_dir / "report.md").read_text())
     assert list(rows[0]) == ["Model", "Size", "Epoch", "Settings", "ln Z-hat",
-                             "ln(Z-hat -/+ 3 sigma)", "AIS (base, chains x temperatures, ESS)",
+                             "ln(Z-hat -/+ 3 sigma)", "AIS (base, chains x temperatures, ESS, path)",
                              "Avg. test NLL", "RAISE test NLL"]
     assert len(rows) == len(run_dirs)
     for row, run_dir in zip(rows, run_dirs):
@@ -423,9 +423,10 @@ def check_report(out_dir, run_dirs):
         assert row["ln Z-hat"] == f"{record['log_z']:.2f}"
         evaluated = "best" if record["model_file"] == BEST_FILE else "latest"
         assert row["Epoch"] == f"{record['epoch']} ({evaluated})", row  # not merely what was asked
-        assert row["AIS (base, chains x temperatures, ESS)"].startswith(
+        assert row["AIS (base, chains x temperatures, ESS, path)"].startswith(
             f"{record['base']}, {record['n_chains']} x {record['n_betas']}, ESS "
-            f"{record['effective_sample_size']:.0f}")
+            f"{record['effective_sample_size']:.0f}, "
+            + ("pinned" if record["family"] in ("orbm", "irbm") else "linear") + " path")
 
     page = (out_dir / "report.html").read_text()
     for row in rows:
