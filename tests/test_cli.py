@@ -407,7 +407,8 @@ def check_report(out_dir, run_dirs):
     self-contained."""
     rows = parse_markdown_table((out_dir / "report.md").read_text())
     assert list(rows[0]) == ["Model", "Size", "Epoch", "Settings", "ln Z-hat",
-                             "ln(Z-hat -/+ 3 sigma)", "AIS (base, chains x temperatures, ESS, path)",
+                             "ln(Z-hat -/+ 3 sigma)",
+                             "AIS (base, chains x temperatures, ESS, path)",
                              "Avg. test NLL", "RAISE test NLL"]
     assert len(rows) == len(run_dirs)
     for row, run_dir in zip(rows, run_dirs):
