@@ -153,11 +153,15 @@ class BipartitePath(AnnealingPath):
         self.base_bias = base
         self.visible_shift = model.c.detach() - base  # zero for the model's own base
         self.anneal_visible = bool(self.visible_shift.any())
-        with torch.no_grad():
-            model64 = model.as_float64()
-            zeros = torch.zeros(1, model.n_hidden, dtype=torch.float64, device=model.device)
-            hidden = model64._hidden_log_sum(zeros, zeros[0])
-        self.log_base_partition = float(functional.softplus(base.double()).sum() + hidden[0])
+        self.log_base_partition = (float(functional.softplus(base.double()).sum())
+                                   + self._log_hidden_base())
+
+    @torch.no_grad()
+    def _log_hidden_base(self) -> float:
+        """ln of the hidden factor of Z_0 (t = 0: W and b at zero), in float64."""
+        model = self.model
+        zeros = torch.zeros(1, model.n_hidden, dtype=torch.float64, device=model.device)
+        return float(model.as_float64()._hidden_log_sum(zeros, zeros[0])[0])
 
     @torch.no_grad()
     def log_unnormalized(self, v, t):

@@ -19,8 +19,9 @@ linear one's (both with few effective chains), so evaluate both where a number m
 
 The release is the costly part: its weights change only through the chains' z, and at small
 kappa the z spread and the v modes must follow. kappa = kappa_max (1 - r)^3 over the release
-(r from 0 to 1) spends most temperatures at small kappa; on a small trained oRBM it cut the
-spread of ln Z-hat over seeds by 3 to 4 times against a linear kappa from 20.
+(r from 0 to 1) spends most temperatures at small kappa. On a small trained oRBM (10 units,
+200 chains x 3,000 temperatures) the spread of ln Z-hat over 10 seeds was 0.06 nats against
+0.10 for a linear kappa from 20 (the linear path: 0.01).
 """
 
 from __future__ import annotations
@@ -62,16 +63,15 @@ class PinnedPath(BipartitePath):
             raise ValueError(f"pin must lie in 1..{model.n_hidden}, got {pin}")
         if not 0.0 < release_fraction < 1.0 or not kappa_max > 0.0:
             raise ValueError("release_fraction must lie in (0, 1) and kappa_max be > 0")
-        super().__init__(model, base_visible_bias)
         self.pin, self.split, self.kappa_max = int(pin), 1.0 - release_fraction, float(kappa_max)
         self.penalties = {}
         self.description = (f"pinned: z = {self.pin} while coupling, released over the last "
                             f"{release_fraction:.0%} of temperatures")
-        # ln Z_0: every pinned unit contributes softplus(0) - beta softplus(0) at u = 0.
-        zero = torch.zeros(1, self.pin, dtype=torch.float64, device=model.device)
-        pinned = (functional.softplus(zero) - model.as_float64()._penalties_from(zero[0])).sum()
-        self.log_base_partition = float(functional.softplus(self.base_bias.double()).sum()
-                                        + pinned)
+        super().__init__(model, base_visible_bias)
+
+    def _log_hidden_base(self) -> float:
+        """Every pinned unit contributes softplus(0) - beta softplus(0) at u = 0."""
+        return self.pin * math.log(2.0) - self._penalty(0.0)
 
     # ------------------------------------------------------------------ schedule
     def _coupling(self, t: float) -> float:
