@@ -7,11 +7,11 @@ RUNS="${RUNS:-runs}"
 PY="${PYTHON:-python}"
 cd "$(dirname "$0")/.."
 # Table 2 rows at the budget reached (partial rows are labelled as such in the table): every
-# model at 1,000 epochs (the paper's first selection point; the iRBM at IRBM_EPOCHS), RBM-2000
-# also as far as its run got (a partial row), then the paper's protocol as far as each run got: the
-# snapshot with the best validation NLL among the 1,000-epoch ones, for RBM-100 and, once they
-# have more than one, RBM-500 and the iRBM (until then, the iRBM's latest snapshot if it is
-# past IRBM_EPOCHS).
+# model at 1,000 epochs (the paper's first selection point; the iRBM at IRBM_EPOCHS), then the
+# paper's protocol as far as each run got: the snapshot with the best validation NLL among the
+# 1,000-epoch ones, for RBM-100 and, once they have more than one, RBM-500, RBM-2000 and the
+# iRBM (until then, the latest snapshot of RBM-2000 and of the iRBM if it is past their
+# 1,000-epoch row, as a partial row).
 IRBM_EPOCHS="${IRBM_EPOCHS:-1000}"
 shopt -s nullglob
 latest() {  # the run's latest snapshot directory, or nothing
@@ -24,8 +24,11 @@ selection() {  # the run's snapshots at multiples of 1,000 epochs, joined by com
   (( ${#candidates[@]} > ${2:-0} )) || return 0
   (IFS=,; echo "${candidates[*]}")
 }
-RBM2000=$(latest "$RUNS/rbm2000-adagrad")  # partial: as far as it got, beside its 1,000 epochs
-[[ $RBM2000 != */snapshots/1000 ]] || RBM2000=""
+RBM2000=$(selection "$RUNS/rbm2000-adagrad" 1)
+if [[ -z $RBM2000 ]]; then
+  RBM2000=$(latest "$RUNS/rbm2000-adagrad")
+  [[ $RBM2000 != */snapshots/1000 ]] || RBM2000=""
+fi
 R100=$(selection "$RUNS/rbm100-adagrad")
 [[ -n $R100 ]] || { echo "no snapshots in $RUNS/rbm100-adagrad/snapshots" >&2; exit 1; }
 R500=$(selection "$RUNS/rbm500-adagrad" 1)  # only once there is a choice
