@@ -296,9 +296,12 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
     if checkpoint_path is not None and seed is None:
         raise ValueError("resuming from checkpoint_path needs an explicit integer seed")
     if seed is None:
-        seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+        seed = int(torch.randint(0, 2**62, (1,), generator=generator,
+                                 device=generator.device if generator is not None else None))
     n_chains, chain_batch_size, seed = int(n_chains), int(chain_batch_size), int(seed)
     device = torch.device(device) if device is not None else model.device
+    if device.type == model.device.type and device.index is None:
+        device = model.device  # "cuda" names the model's own cuda:N: no copy
     dtype = dtype or model.dtype
     if (device, dtype) != (model.device, model.dtype):
         model = copy.deepcopy(model).to(device=device, dtype=dtype)

@@ -162,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "to resume")
     where = sweep.add_mutually_exclusive_group()
     where.add_argument("--workers", type=int, default=None, help="worker processes of the "
-                       "local cluster (default: the free cores)")
+                       "local cluster (default: the free cores; one on a CUDA device)")
     where.add_argument("--scheduler", default=None, metavar="ADDRESS", help="an existing Dask "
                        "scheduler, e.g. tcp://host:8786 (its workers must see --out)")
     sweep.add_argument("--no-progress", dest="progress", action="store_false",

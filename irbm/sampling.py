@@ -173,6 +173,9 @@ def _as_generator(generator, device) -> torch.Generator:
     """A torch.Generator on ``device``: the given one, a new one seeded with an int, or a new one
     seeded from torch's global generator (so that torch.manual_seed makes runs repeatable)."""
     if isinstance(generator, torch.Generator):
+        if generator.device.type != torch.device(device).type:
+            raise ValueError(f"the generator is on {generator.device} but the model on {device}: "
+                             f"create it with torch.Generator(device={str(device)!r})")
         return generator
     if generator is not None and (isinstance(generator, bool)
                                   or not isinstance(generator, numbers.Integral)):

@@ -277,7 +277,8 @@ def run_sweep(sweep, out, *, workers=None, scheduler=None, data_dir=None, thread
         The sweep directory: new, empty, or a sweep to resume.
     workers : int, optional
         Worker processes of the local cluster (default: the free cores,
-        `irbm._threads.default_threads`). Ignored with ``scheduler``.
+        `irbm._threads.default_threads`; on a CUDA device, one: each process would hold its own
+        context on the same GPU). Ignored with ``scheduler``.
     scheduler : str, optional
         Address of an existing Dask scheduler (``tcp://host:8786``); its workers must see
         ``out`` (a shared filesystem) and import this irbm.
@@ -327,6 +328,8 @@ def _run_on_dask(todo, out, evaluation, options, workers, scheduler, say, bar) -
     from dask.distributed import as_completed
     # Lines printed under a live progress bar would break it: tqdm.write keeps it whole.
     note = say if bar.disable else bar.write
+    if workers is None and str(options["device"] or "").startswith("cuda"):
+        workers = 1
     client, cluster = _connect(workers, scheduler)
     try:
         link = _dashboard(client, local=cluster is not None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numbers
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -359,7 +360,15 @@ class Trainer:
              for k, v in tensors.items() if k.startswith("optimizer.")})
         if "trainer.chains" in tensors:
             trainer.chains = tensors["trainer.chains"].to(trainer.device, model.dtype)
-        trainer.gibbs_generator.set_state(tensors["rng.gibbs"])
+        gibbs_state = tensors["rng.gibbs"]
+        if gibbs_state.numel() == trainer.gibbs_generator.get_state().numel():
+            trainer.gibbs_generator.set_state(gibbs_state)
+        else:  # saved on another kind of device (a CUDA generator state: 16 bytes; CPU: 5,056)
+            warnings.warn(f"{path}: the Gibbs sampler's random state was saved on another "
+                          "kind of device; it continues from a new seed, so the resumed run does "
+                          "not repeat an uninterrupted one bit for bit", RuntimeWarning,
+                          stacklevel=2)
+            trainer.gibbs_generator.manual_seed(int(config["seed"]) + int(metadata["updates"]))
         trainer.order_generator.set_state(tensors["rng.order"])
         trainer.state = _State(metadata["epoch"], metadata["updates"], metadata["history"])
         trainer.size_history = [tuple(x) for x in metadata["size_history"]]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from irbm import datasets
 from irbm.datasets import Dataset, DownloadError, _paper, _sources, load_dataset, load_user_data
@@ -81,6 +82,9 @@ def test_to_image_undoes_row_and_column_major_flattening():
     assert col_major.to_image(stack).shape == (3, 2, 3)
     with pytest.raises(ValueError, match="rows of 6 values"):
         row_major.to_image(np.zeros(5))
+    # A model's filters as they come: a trainable tensor (on any device).
+    filters = torch.nn.Parameter(torch.arange(12.0).reshape(2, 6))
+    np.testing.assert_array_equal(row_major.to_image(filters)[1], np.arange(6, 12).reshape(2, 3))
 
 
 @pytest.mark.parametrize("overrides, message", [

@@ -8,7 +8,7 @@ from scipy import stats
 from irbm import build_model
 from irbm.models import family_class
 from irbm.models._base import binary_configurations
-from irbm.sampling import sample
+from irbm.sampling import _as_generator, sample
 
 N_VISIBLE, N_HIDDEN = 4, 3
 N_CHAINS = 10_000
@@ -201,3 +201,12 @@ def test_bad_arguments_raise_clear_errors(arguments, message):
     call = {"n_samples": 4, "n_steps": 2, **arguments}
     with pytest.raises(ValueError, match=message):
         sample(tiny_model("orbm"), call.pop("n_samples"), call.pop("n_steps"), **call)
+
+
+def test_a_generator_on_another_device_than_the_model_is_refused():
+    # Without a GPU: the check compares device types, so a CPU generator for a CUDA model is
+    # refused before any draw (torch's own error would come from deep inside a Gibbs step).
+    with pytest.raises(ValueError, match="generator is on cpu but the model on cuda"):
+        _as_generator(torch.Generator(), torch.device("cuda"))
+    generator = torch.Generator()
+    assert _as_generator(generator, torch.device("cpu")) is generator

@@ -302,6 +302,18 @@ def test_sample_and_gibbs(cls):
     assert not np.array_equal(model.gibbs(X), model.gibbs(X))  # one random stream continues
 
 
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_a_device_set_after_fitting_applies_at_the_next_fit(cls):
+    """The fitted model stays where it was fitted: its inputs and generators follow it, not a
+    device parameter changed since (which would move them to a GPU the model is not on)."""
+    X = binary_data()
+    model = small(cls, n_iter=2).fit(X)
+    expected = model.transform(X)
+    model.set_params(device="cuda")
+    np.testing.assert_array_equal(model.transform(X), expected)
+    assert model.gibbs(X[:3]).shape == (3, 6)
+
+
 def test_infinite_rbm_learns_its_size():
     X = binary_data(n_rows=200)
     model = InfiniteBernoulliRBM(n_iter=3, random_state=0).fit(X)

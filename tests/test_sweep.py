@@ -179,3 +179,21 @@ def test_a_worker_killed_mid_trial_has_its_trial_resumed_from_the_checkpoint(tmp
     assert after[:len(before)] == before
     assert runs.current_evaluation(out / "lr=0.05")[1] is None
     assert (out / MARKER_FILE).exists()
+
+
+@pytest.mark.parametrize("device, expected", [("cuda", 1), ("cuda:1", 1), ("cpu", None)])
+def test_a_sweep_on_a_gpu_starts_one_worker_unless_told(tmp_path, monkeypatch, device, expected):
+    """Each worker process would open its own CUDA context on the same GPU; on the CPU the
+    default stays the free cores (None, resolved by `_connect`)."""
+    asked = []
+
+    def connect(workers, scheduler):
+        asked.append(workers)
+        raise KeyboardInterrupt  # stop before any trial runs
+
+    monkeypatch.setattr("irbm.sweep._connect", connect)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(GRID, tmp_path / "out", device=device, progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(GRID, tmp_path / "out2", device=device, workers=3, progress=False)
+    assert asked == [expected, 3]

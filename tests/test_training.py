@@ -335,6 +335,25 @@ def test_resume_is_bit_identical(family, persistent, tmp_path):
     assert resumed.size_history == straight.size_history
 
 
+def test_a_checkpoint_saved_on_another_kind_of_device_resumes_with_a_warning(tmp_path):
+    """A CUDA generator's state (16 bytes) cannot seed a CPU one (5,056): the resume reseeds
+    the Gibbs sampler from (seed, updates), the same way every time, and says so."""
+    data = prototype_data(n_rows=40)
+    trainer = Trainer(FACTORIES["rbm"](), cd_k=1, batch_size=20, seed=3, progress=False)
+    trainer.fit(data, 1)
+    path = tmp_path / "state.safetensors"
+    trainer.save_checkpoint(path)
+    tensors, metadata = ckpt.read_checkpoint(path)
+    tensors["rng.gibbs"] = torch.arange(16, dtype=torch.uint8)  # the size of a CUDA state
+    ckpt.write_checkpoint(path, tensors, metadata)
+    with pytest.warns(RuntimeWarning, match="another kind of device"):
+        resumed = Trainer.from_checkpoint(path, progress=False)
+    expected = torch.Generator().manual_seed(3 + metadata["updates"]).get_state()
+    assert torch.equal(resumed.gibbs_generator.get_state(), expected)
+    resumed.fit(data, 3)
+    assert resumed.epoch == 3 and torch.isfinite(resumed.model.W).all()
+
+
 def test_resume_with_other_hyper_parameters_is_refused_unless_forced(tmp_path):
     trainer = Trainer(FACTORIES["rbm"](), lr=0.05, progress=False)
     trainer.fit(prototype_data(n_rows=40), 1)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+import torch
 
 SPLITS = ("train", "valid", "test")
 
@@ -68,9 +69,11 @@ class Dataset:
     def to_image(self, rows) -> np.ndarray:
         """Upright images from rows: (n_visible,) -> (H, W); (..., n_visible) -> (..., H, W).
 
-        Works for any values (binary rows, mean visibles, or a weight matrix's filters); CPU
-        torch tensors are accepted too. The dtype is kept.
+        Works for any values (binary rows, mean visibles, or a weight matrix's filters); torch
+        tensors on any device are accepted too. The dtype is kept.
         """
+        if isinstance(rows, torch.Tensor):
+            rows = rows.detach().cpu()
         rows = np.asarray(rows)
         if rows.ndim == 0 or rows.shape[-1] != self.n_visible:
             raise ValueError(f"expected rows of {self.n_visible} values, got shape {rows.shape}")

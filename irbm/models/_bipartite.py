@@ -182,7 +182,7 @@ class BipartitePath(AnnealingPath):
         def buffer(*shape):
             return torch.empty(shape, dtype=model.dtype, device=model.device)
 
-        self.visible = visible.to(model.dtype).contiguous().clone()
+        self.visible = visible.to(model.device, model.dtype).contiguous().clone()
         self.activation = buffer(n_chains, model.n_visible)
         self.visible_uniform = buffer(n_chains, model.n_visible)
         self.draw_visible = uniforms.filler(self.visible_uniform)
@@ -192,7 +192,8 @@ class BipartitePath(AnnealingPath):
 
     def _start_hidden(self, n_chains, buffer, uniforms):
         """Allocate what `_hidden_step` needs (the generic one: a torch generator)."""
-        seed = int(uniforms.filler(torch.empty(1, dtype=torch.float64))()[0] * 2**62)
+        seed = int(uniforms.filler(torch.empty(1, dtype=torch.float64,
+                                                device=self.model.device))()[0] * 2**62)
         self.generator = torch.Generator(device=self.model.device).manual_seed(seed)
 
     def _hidden_step(self, t_from, t_to):

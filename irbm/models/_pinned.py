@@ -123,7 +123,7 @@ class PinnedPath(BipartitePath):
     # ------------------------------------------------------------------ chains
     def start(self, visible, uniforms: UniformSource):
         model, n_chains = self.model, visible.shape[0]
-        self.visible = visible.to(model.dtype).contiguous().clone()
+        self.visible = visible.to(model.device, model.dtype).contiguous().clone()
         self.visible_uniform = torch.empty_like(self.visible)
         self.draw_visible = uniforms.filler(self.visible_uniform)
         self.hidden_uniform = {n: torch.empty(n_chains, n, dtype=model.dtype, device=model.device)

@@ -131,6 +131,10 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
 
     @property
     def _device(self) -> torch.device:
+        """Where the fitted model lives (a later set_params(device=...) applies at the next fit),
+        else the ``device`` parameter."""
+        if getattr(self, "_model", None) is not None:
+            return self._model.device
         return torch.device(self.device if self.device is not None else "cpu")
 
     # ------------------------------------------------------------------ input checks
@@ -239,6 +243,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         return self
 
     def _initialize(self, n_features: int, rng: np.random.RandomState) -> None:
+        self._model = None  # a refit builds on the device parameter, not the old model's
         self._model = self._new_model(n_features, rng)
         self._trainer = None
         self._feature_sums = np.zeros(n_features)
@@ -392,7 +397,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         result = estimate_log_partition(
             self._model, n_chains=self.score_chains, n_betas=self.score_betas, base=base,
             seed=_seed(check_random_state(self.random_state)), progress=False)
-        log_weights = np.asarray(result.log_weights, dtype=np.float64)
+        log_weights = result.log_weights.cpu().double().numpy()
         scaled = np.exp(log_weights - log_weights.max())
         self.log_partition_ = float(result.log_z)
         self.log_partition_interval_ = (float(result.log_z_low), float(result.log_z_high))
