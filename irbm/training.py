@@ -18,6 +18,7 @@ import torch
 from tqdm.auto import tqdm
 
 from . import checkpoint as ckpt
+from .ais import batch_seed
 from .models import EnergyModel
 from .optim import Optimizer
 
@@ -368,7 +369,9 @@ class Trainer:
                           "kind of device; it continues from a new seed, so the resumed run does "
                           "not repeat an uninterrupted one bit for bit", RuntimeWarning,
                           stacklevel=2)
-            trainer.gibbs_generator.manual_seed(int(config["seed"]) + int(metadata["updates"]))
+            # Hashed, not seed + updates: that would replay the order or monitor generator's stream.
+            trainer.gibbs_generator.manual_seed(batch_seed(int(config["seed"]),
+                                                           int(metadata["updates"])))
         trainer.order_generator.set_state(tensors["rng.order"])
         trainer.state = _State(metadata["epoch"], metadata["updates"], metadata["history"])
         trainer.size_history = [tuple(x) for x in metadata["size_history"]]

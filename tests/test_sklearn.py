@@ -312,6 +312,26 @@ def test_a_device_set_after_fitting_applies_at_the_next_fit(cls):
     model.set_params(device="cuda")
     np.testing.assert_array_equal(model.transform(X), expected)
     assert model.gibbs(X[:3]).shape == (3, 6)
+    if torch.cuda.is_available():
+        assert small(cls, n_iter=1).fit(X).set_params(device="cuda").fit(X)._model.device.type \
+            == "cuda"
+    else:  # the refit builds on the new device: here, one torch cannot reach
+        with pytest.raises((AssertionError, RuntimeError), match="CUDA"):
+            model.fit(X)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_an_estimator_fitted_on_a_gpu_unpickles_on_the_cpu(cls):
+    X = binary_data()
+    model = small(cls, n_iter=2).fit(X)
+    state = model.__getstate__()
+    state["device"] = "cuda"  # what pickling a CUDA-fitted estimator stores
+    restored = cls.__new__(cls)
+    with pytest.warns(RuntimeWarning, match="rebuilt on the CPU"):
+        restored.__setstate__(state)
+    assert restored.device == "cpu"
+    np.testing.assert_allclose(restored.transform(X), model.transform(X))
 
 
 def test_infinite_rbm_learns_its_size():

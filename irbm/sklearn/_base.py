@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -131,8 +132,8 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
 
     @property
     def _device(self) -> torch.device:
-        """Where the fitted model lives (a later set_params(device=...) applies at the next fit),
-        else the ``device`` parameter."""
+        """Where the fitted model lives (a later set_params(device=...) applies at the next fit
+        or unpickling), else the ``device`` parameter."""
         if getattr(self, "_model", None) is not None:
             return self._model.device
         return torch.device(self.device if self.device is not None else "cpu")
@@ -497,6 +498,11 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
         if "components_" in state:
+            if self._device.type == "cuda" and not torch.cuda.is_available():
+                warnings.warn(f"this {type(self).__name__} was fitted on {self.device}, which this "
+                              "machine does not have: it is rebuilt on the CPU", RuntimeWarning,
+                              stacklevel=2)
+                self.device = "cpu"
             self._model = self._empty_model(self.components_.shape[1],
                                             self.components_.shape[0])
             _load_model_parameters(self._model, self.components_, self.intercept_hidden_,
