@@ -196,20 +196,30 @@ def summary_keys(keys: str) -> list[str]:
 
 
 def summary(rows: list[dict], keys: str) -> str:
-    """Mean, standard deviation and range of the test NLL (first AIS estimate) per value of
-    the settings ``keys`` (comma-separated: one group per combination of their values)."""
+    """Mean, standard deviation and range of the test NLL (first AIS estimate), and the mean
+    and spread of RAISE's where every run has it, per value of the settings ``keys``
+    (comma-separated: one group per combination of their values)."""
     names = summary_keys(keys)
     groups: dict = {}
     for row in rows:  # a setting a run predates has its default
-        value = ", ".join(str(row["settings"].get(name, SPECS[name].default)) for name in names)
-        groups.setdefault(value, []).append(row["evaluation"]["ais"][0]["nll"])
-    lines = [f"| {', '.join(names)} | runs | mean test NLL | sd over runs | min | max |",
-             "|---|---|---|---|---|---|"]
-    for value, nlls in groups.items():
-        sd = statistics.stdev(nlls) if len(nlls) > 1 else float("nan")
-        lines.append(f"| {value} | {len(nlls)} | {_fmt(statistics.mean(nlls))} | {_fmt(sd)} "
-                     f"| {_fmt(min(nlls))} | {_fmt(max(nlls))} |")
+        settings = {"family": row["family"], **row["settings"]}
+        value = ", ".join(str(settings.get(name, SPECS[name].default)) for name in names)
+        conservative = row["evaluation"]["raise"]
+        groups.setdefault(value, []).append(
+            (row["evaluation"]["ais"][0]["nll"], conservative and conservative["mean"]))
+    lines = [f"| {', '.join(names)} | runs | mean test NLL | sd over runs | min | max "
+             "| RAISE: mean | sd |", "|---|---|---|---|---|---|---|---|"]
+    for value, pairs in groups.items():
+        nlls, raised = [pair[0] for pair in pairs], [pair[1] for pair in pairs]
+        cells = [_mean_and_sd(nlls), f"{_fmt(min(nlls))} | {_fmt(max(nlls))}",
+                 "- | -" if None in raised else _mean_and_sd(raised)]
+        lines.append(f"| {value} | {len(nlls)} | {' | '.join(cells)} |")
     return "\n".join(lines) + "\n"
+
+
+def _mean_and_sd(values: list[float]) -> str:
+    sd = statistics.stdev(values) if len(values) > 1 else float("nan")
+    return f"{_fmt(statistics.mean(values))} | {_fmt(sd)}"
 
 
 def _fmt(value, digits=2):

@@ -121,7 +121,7 @@ def test_snapshots_joined_by_commas_give_the_row_with_the_best_validation_nll(tm
         _script().main([str(other), "--out", str(out), "--summary-by", "optimizer,sed", *budget])
     assert not out.with_suffix(".json").exists()
     assert _script().main([",".join(map(str, snapshots)), str(other), "--out", str(out),
-                           "--summary-by", "seed, optimizer", *budget]) == 0
+                           "--summary-by", "family, seed, optimizer", *budget]) == 0
     selected, other_row = json.loads(out.with_suffix(".json").read_text())
     data = load_dataset("digits")
     valid_nll = {}
@@ -136,8 +136,8 @@ def test_snapshots_joined_by_commas_give_the_row_with_the_best_validation_nll(tm
     table = out.with_suffix(".md").read_text()
     assert "selected by valid NLL among 1: " in table and "seed 7" in table
     nlls = [row["evaluation"]["ais"][0]["nll"] for row in (selected, other_row)]
-    assert f"| 1234, adagrad | 1 | {nlls[0]:.2f} |" in table
-    assert f"| 7, sgd | 1 | {nlls[1]:.2f} |" in table
+    assert f"| rbm, 1234, adagrad | 1 | {nlls[0]:.2f} |" in table
+    assert f"| rbm, 7, sgd | 1 | {nlls[1]:.2f} |" in table
 
 
 def test_a_selected_row_is_partial_only_when_its_last_candidate_falls_short():
