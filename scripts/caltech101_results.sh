@@ -45,10 +45,11 @@ $PY scripts/paper_results.py "$RUNS/rbm100-adagrad/snapshots/1000" \
     "$RUNS/rbm2000-adagrad/snapshots/1000" ${RBM2000:+"$RBM2000"} \
     "$R100" ${R500:+"$R500"} ${RIRBM:+"$RIRBM"} \
     --out results/caltech101 --chains 500 --betas 5000 --raise-rows 300 --raise-betas 5000
-# Seed spread at the paper's first selection point (1,000 epochs): the iRBM and RBM-500 again
-# with seeds 1 and 2 (the main table's rows are seed 1234), the paper's settings otherwise.
+# Seed spread at the paper's first selection point (1,000 epochs): the iRBM, RBM-500 and
+# oRBM-500 again with seeds 1 and 2 (the main table's rows are seed 1234), the paper's settings
+# otherwise.
 $PY scripts/paper_results.py "$RUNS"/irbm-l1e-3-s{1,2}/snapshots/1000 \
-    "$RUNS"/rbm500-adagrad-s{1,2}/snapshots/1000 \
+    "$RUNS"/rbm500-adagrad-s{1,2}/snapshots/1000 "$RUNS"/orbm500-l1e-3-s{1,2}/snapshots/1000 \
     --out results/caltech101_seeds --chains 500 --betas 5000 --raise-rows 300 --raise-betas 5000 \
     --summary-by family
 # AIS bases on trained RBMs (issue 10: the RBM's default base decided by measurement).
