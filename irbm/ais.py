@@ -45,7 +45,7 @@ class AISResult:
     ----------
     log_z, log_z_low, log_z_high : float
         ln Z-hat and ln(Z-hat -/+ 3 sigma); ``log_z_low`` is -inf when 3 sigma >= Z-hat.
-    log_weights : Tensor (n_chains,), float64
+    log_weights : Tensor (n_chains,), float64, on the CPU whatever the model's device
         ln w_s per chain, including the base's ln Z_0 (so exp(log_weights) estimates Z).
     samples : Tensor (n_chains, n_visible)
         Final visible states of the chains (approximate samples from the model).

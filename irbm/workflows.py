@@ -293,7 +293,7 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
             f"({len(rows)} examples; AIS on the same rows: "
             f"{nll(model, rows, result.log_z)[0]:.3f})")
     with atomic_write(run_dir / runs.AIS_WEIGHTS_FILE) as stream:
-        np.save(stream, result.log_weights.cpu().numpy())
+        np.save(stream, result.log_weights.numpy())
     runs.append_evaluation(run_dir, record)
     partial.unlink(missing_ok=True)
     return record

@@ -140,6 +140,19 @@ def test_snapshots_joined_by_commas_give_the_row_with_the_best_validation_nll(tm
     assert f"| rbm, 7, sgd | 1 | {nlls[1]:.2f} |" in table
 
 
+def test_the_summary_groups_by_family_and_gives_raise_only_where_every_run_has_it():
+    def row(family, nll, raised):
+        return {"family": family, "settings": {"seed": 1},
+                "evaluation": {"ais": [{"nll": nll}],
+                               "raise": None if raised is None else {"mean": raised}}}
+
+    table = _script().summary([row("irbm", 1.0, 2.0), row("irbm", 3.0, 4.0),
+                               row("rbm", 5.0, 6.0), row("rbm", 7.0, None)], "family")
+    # irbm: mean 2, sd sqrt(2); RAISE mean 3, sd sqrt(2). rbm: one RAISE missing, so none.
+    assert "| irbm | 2 | 2.00 | 1.41 | 1.00 | 3.00 | 3.00 | 1.41 |" in table
+    assert "| rbm | 2 | 6.00 | 1.41 | 5.00 | 7.00 | - | - |" in table
+
+
 def test_a_selected_row_is_partial_only_when_its_last_candidate_falls_short():
     script = _script()
     row = {"epochs": 4000, "paper_epochs": 5000,

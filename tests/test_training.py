@@ -8,7 +8,6 @@ import torch
 
 import irbm
 from irbm import checkpoint as ckpt
-from irbm.ais import batch_seed
 from irbm.optim import Optimizer
 from irbm.training import Callback, Trainer
 
@@ -347,12 +346,19 @@ def test_a_checkpoint_saved_on_another_kind_of_device_resumes_with_a_warning(tmp
     tensors, metadata = ckpt.read_checkpoint(path)
     tensors["rng.gibbs"] = torch.arange(16, dtype=torch.uint8)  # the size of a CUDA state
     ckpt.write_checkpoint(path, tensors, metadata)
-    with pytest.warns(RuntimeWarning, match="another kind of device"):
-        resumed = Trainer.from_checkpoint(path, progress=False)
-    expected = torch.Generator().manual_seed(batch_seed(3, metadata["updates"])).get_state()
-    assert torch.equal(resumed.gibbs_generator.get_state(), expected)
-    resumed.fit(data, 3)
-    assert resumed.epoch == 3 and torch.isfinite(resumed.model.W).all()
+    resumed = []
+    for _ in range(2):
+        with pytest.warns(RuntimeWarning, match="another kind of device"):
+            resumed.append(Trainer.from_checkpoint(path, progress=False))
+    # The new stream is none the run already draws from: not the seed's, nor the order
+    # generator's (seed + 1) or the monitor's (seed + 2), nor seed + updates.
+    state = resumed[0].gibbs_generator.get_state()
+    for used in {3, 4, 5, 3 + metadata["updates"]}:
+        assert not torch.equal(state, torch.Generator().manual_seed(used).get_state()), used
+    for trainer in resumed:
+        trainer.fit(data, 3)
+    assert resumed[0].epoch == 3  # and the same way every time:
+    assert torch.equal(resumed[0].model.W, resumed[1].model.W)
 
 
 def test_resume_with_other_hyper_parameters_is_refused_unless_forced(tmp_path):

@@ -398,7 +398,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         result = estimate_log_partition(
             self._model, n_chains=self.score_chains, n_betas=self.score_betas, base=base,
             seed=_seed(check_random_state(self.random_state)), progress=False)
-        log_weights = result.log_weights.cpu().double().numpy()
+        log_weights = np.asarray(result.log_weights, dtype=np.float64)
         scaled = np.exp(log_weights - log_weights.max())
         self.log_partition_ = float(result.log_z)
         self.log_partition_interval_ = (float(result.log_z_low), float(result.log_z_high))
