@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 
 from ._ais_chains import check_path, run_chains
 from ._io import atomic_write
+from .models import TrajectoryPath
 
 
 @dataclass
@@ -251,7 +252,8 @@ def _save_checkpoint(path, config: str, log_weights, samples, seconds: float):
 
 
 def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=None, base=None,
-                           path=None, data=None, seed=None, generator=None, device=None, dtype=None,
+                           path=None, trajectory=None, data=None, seed=None, generator=None,
+                           device=None, dtype=None,
                            chain_batch_size: int = 1000, checkpoint_path=None,
                            progress: bool = True) -> AISResult:
     """ln Z-hat = ln (1/S) sum_s w_s, ln w_s = ln Z_0 + sum_k [F_{t_{k-1}}(v_s) - F_{t_k}(v_s)].
@@ -267,7 +269,10 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
     base : "model", "data" or Tensor (n_visible,)
         Base visible biases c0 (see the module docstring); "data" needs ``data`` (N, n_visible).
     path : str, optional
-        One of the model's ``ais_paths`` (default: its first).
+        One of the model's ``ais_paths`` (default: its first), or "trajectory".
+    trajectory : list of EnergyModel, optional
+        Models saved while this one was trained, earliest first: anneal along them
+        (`irbm.models.TrajectoryPath`; implies ``path="trajectory"``).
     seed : int, optional
         Chain batch i uses a generator seeded from (seed, i). ``generator`` instead draws that
         seed from a torch.Generator; with neither, it is drawn from torch's global generator.
@@ -307,7 +312,7 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
         model = copy.deepcopy(model).to(device=device, dtype=dtype)
     with torch.no_grad():
         base_bias, base_name = resolve_base(model, base, data)
-        annealing = model.annealing_path(base_bias, kind=path)
+        annealing = make_path(model, base_bias, path, trajectory)
         check_path(model, annealing)
         log_partition_0 = annealing.log_base_partition
         config = json.dumps({
@@ -324,7 +329,7 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
                   disable=not progress, desc="AIS", unit="step") as bar:
             for batch in range(len(all_log_weights), len(sizes)):
                 started = time.perf_counter()
-                log_weights, samples = run_chains(model.annealing_path(base_bias, kind=path),
+                log_weights, samples = run_chains(make_path(model, base_bias, path, trajectory),
                                                   betas_tensor,
                                                   sizes[batch], batch_seed(seed, batch),
                                                   bar.update)
@@ -338,6 +343,19 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
     return AISResult(log_z, low, high, log_weights,
                      torch.cat(all_samples).to(dtype=dtype, device=device), len(betas), base_name,
                      seconds, annealing.description)
+
+
+def make_path(model, base_bias, path=None, trajectory=None):
+    """The model's annealing path ``path`` from the base ``base_bias`` (n_visible,), or the
+    path along ``trajectory`` (earlier models, earliest first) when it is given."""
+    if trajectory is None:
+        if path == "trajectory":
+            raise ValueError('path="trajectory" needs the models saved during training '
+                             "(trajectory=[...], earliest first)")
+        return model.annealing_path(base_bias, kind=path)
+    if path not in (None, "trajectory"):
+        raise ValueError(f'a trajectory is annealed along path="trajectory", not {path!r}')
+    return TrajectoryPath([*trajectory, model], base_bias)
 
 
 def resolve_base(model, base, data):

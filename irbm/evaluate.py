@@ -16,7 +16,8 @@ import torch
 from tqdm.auto import tqdm
 
 from ._ais_chains import check_path, run_reverse_chains
-from .ais import AISResult, batch_seed, estimate_log_partition, make_betas, resolve_base
+from .ais import AISResult, batch_seed, estimate_log_partition, make_betas, make_path, resolve_base
+from .bracket import Bracket, control_variate, verdict
 
 
 def free_energies(model, data, *, batch_size: int = 4096) -> torch.Tensor:
@@ -202,7 +203,7 @@ class RAISEEstimate:
 
 
 def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, path=None,
-              base_data=None, n_repeats: int = 1, chain_batch_size: int = 1000,
+              trajectory=None, base_data=None, n_repeats: int = 1, chain_batch_size: int = 1000,
               progress: bool = True) -> RAISEEstimate:
     """mean_n -ln p-hat(v_n) by reverse annealing (RAISE): the pessimistic partner of `ais_nll`.
 
@@ -220,6 +221,8 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
     seed : int, optional
     base : "model", "data" or Tensor (n_visible,); default the family's ``default_ais_base``.
     path : str, optional: one of the model's ``ais_paths`` (default: its first).
+    trajectory : list of EnergyModel, optional: earlier models to anneal along (see
+        `irbm.ais.estimate_log_partition`).
     base_data : (M, n_visible), optional: data for the data base (default: ``data``).
     n_repeats : int
         Reverse chains per row.
@@ -237,7 +240,7 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
     with torch.no_grad():
         base_data = data if base_data is None else base_data
         base_bias, base_name = resolve_base(model, base, base_data)
-        annealing = model.annealing_path(base_bias, kind=path)
+        annealing = make_path(model, base_bias, path, trajectory)
         check_path(model, annealing)
         rows = data.repeat_interleave(n_repeats, 0)
         pieces = []
@@ -245,7 +248,7 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
                   disable=not progress, desc="RAISE", unit="step") as bar:
             for batch, first in enumerate(range(0, rows.shape[0], chain_batch_size)):
                 chunk = rows[first:first + chain_batch_size]
-                pieces.append(run_reverse_chains(model.annealing_path(base_bias, kind=path),
+                pieces.append(run_reverse_chains(make_path(model, base_bias, path, trajectory),
                                                  schedule,
                                                  chunk, batch_seed(int(seed), batch),
                                                  bar.update).cpu())
@@ -258,3 +261,114 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
     return RAISEEstimate(float(-log_likelihoods.mean()), stderr, log_likelihoods,
                          len(schedule), n_repeats, base_name, time.perf_counter() - started,
                          annealing.description)
+
+
+def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
+                max_seconds=None, seed=None, n_chains: int = 100, n_betas: int = 1000,
+                paths=None, max_betas: int = 1_000_000, progress: bool = False,
+                echo=None) -> Bracket:
+    """[optimistic, conservative] around mean_n -ln p(v_n) for ``data`` (N, n_visible).
+
+    Runs AIS (``n_chains`` chains) and RAISE (one reverse chain per row of a random subset of
+    ``rows``) on every annealing path in ``paths`` with the data base of ``base_data``, doubling
+    the temperatures from ``n_betas`` until the bracket is at most ``tolerance`` nats wide and
+    neither side moved by more than 0.2 nat at the last doubling, or until the next doubling
+    would pass ``max_seconds`` (predicted from the last level, which it costs twice) or
+    ``max_betas``. See `irbm.bracket` for the two sides and the certification rules.
+
+    Parameters
+    ----------
+    model : EnergyModel
+    data : Tensor or array (N, n_visible), binary: the rows whose average NLL is bracketed.
+    base_data : Tensor or array (M, n_visible), or None
+        Data of the base rate (the training set; None: the model base).
+    rows : int, optional
+        RAISE rows, drawn at random from ``data`` (default min(N, 300)).
+    tolerance : float
+        Largest certified width, nats.
+    max_seconds : float, optional
+        Time budget; the last level that fits is reported.
+    seed : int, optional
+        Seeds the row subset and every estimator (default 0).
+    n_chains, n_betas : int
+        AIS chains per path, and the first level's temperatures.
+    paths : sequence of str, optional
+        Annealing paths (default: all the model's ``ais_paths``).
+    echo : callable(str), optional
+        Called with one line per level.
+
+    Returns
+    -------
+    Bracket
+    """
+    tolerance = float(tolerance)
+    if not tolerance > 0:
+        raise ValueError(f"tolerance must be > 0 nats, got {tolerance}")
+    if max_seconds is not None and not float(max_seconds) > 0:
+        raise ValueError(f"max_seconds must be > 0, got {max_seconds}")
+    paths = tuple(paths or model.ais_paths)
+    for kind in paths:
+        model.check_ais_path(kind)
+    make_betas(n_betas)  # validates
+    seed = 0 if seed is None else int(seed)
+    data = model.check_visible(torch.as_tensor(data))
+    n_rows = min(data.shape[0], 300) if rows is None else int(rows)
+    if not 2 <= n_rows <= data.shape[0]:
+        raise ValueError(f"rows must lie in 2..{data.shape[0]} (the data's rows), got {rows}")
+    order = torch.randperm(data.shape[0], generator=torch.Generator().manual_seed(seed))
+    subset = data[order[:n_rows].to(data.device)]
+    base = "model" if base_data is None else "data"
+    started = time.perf_counter()
+    free_all = free_energies(model, data)
+    free_rows = free_energies(model, subset)
+    floor = sampled_log_partition_floor(model, data if base_data is None else base_data,
+                                        n_chains=min(n_chains, 500), seed=seed)
+    levels, n_temperatures, out_of_time = [], int(n_betas), False
+    while True:
+        level_started = time.perf_counter()
+        level = {"n_betas": n_temperatures, "ais": {}, "raise": {}}
+        for kind in paths:
+            ais = estimate_log_partition(model, n_chains, n_temperatures, base=base, path=kind,
+                                         data=base_data, seed=seed, progress=progress)
+            level["ais"][kind] = {"log_z": ais.log_z, "n_chains": ais.n_chains,
+                                  "effective_sample_size": ais.effective_sample_size,
+                                  "seconds": ais.seconds}
+            reverse = raise_nll(model, subset, n_betas=n_temperatures, seed=seed, base=base,
+                                path=kind, base_data=base_data, progress=progress)
+            whole, stderr = control_variate(free_all, free_rows, reverse.log_likelihoods)
+            level["raise"][kind] = {"rows": reverse.mean, "whole": whole, "stderr": stderr,
+                                    "seconds": reverse.seconds}
+        best_path = max(paths, key=lambda kind: level["ais"][kind]["log_z"])
+        log_z = max(level["ais"][best_path]["log_z"], floor)
+        tightest = min(paths, key=lambda kind: level["raise"][kind]["whole"])
+        level.update(
+            best_path=best_path, raise_path=tightest, log_z=log_z,
+            optimistic=float(free_all.mean()) + log_z,
+            optimistic_rows=float(free_rows.mean()) + log_z,
+            conservative=level["raise"][tightest]["whole"],
+            conservative_rows=level["raise"][tightest]["rows"],
+            conservative_stderr=level["raise"][tightest]["stderr"],
+            seconds=time.perf_counter() - level_started)
+        levels.append(level)
+        if echo is not None:
+            echo(f"  {n_temperatures} temperatures: NLL in [{level['optimistic']:.2f}, "
+                 f"{level['conservative']:.2f}] (AIS {best_path}, RAISE {tightest}; "
+                 f"{level['seconds']:.0f} s)")
+        if not verdict(levels, tolerance=tolerance, out_of_time=False):
+            break
+        elapsed = time.perf_counter() - started
+        if max_seconds is not None and elapsed + 2 * level["seconds"] > float(max_seconds):
+            out_of_time = True
+            break
+        if 2 * n_temperatures > max_betas:
+            out_of_time = True
+            break
+        n_temperatures *= 2
+    last = levels[-1]
+    return Bracket(last["optimistic"], last["conservative"],
+                   not verdict(levels, tolerance=tolerance, out_of_time=out_of_time),
+                   verdict(levels, tolerance=tolerance, out_of_time=out_of_time),
+                   last["optimistic_rows"], last["conservative_rows"],
+                   last["conservative_stderr"], last["log_z"], floor, n_rows,
+                   last["n_betas"], int(n_chains), time.perf_counter() - started, tolerance,
+                   levels)

@@ -17,13 +17,16 @@ from ._base import (
                     take_units,
 )
 from ._bipartite import BipartiteModel, BipartitePath
+from ._exact import block_diagonal
 from ._registry import FAMILIES, build_model, family_class, register_family
+from ._trajectory import TrajectoryPath
 from .infinite import InfiniteRBM
 from .ordered import OrderedRBM
 from .rbm import RBM
 
 __all__ = ["EnergyModel", "Gradients", "BipartiteModel", "HiddenState", "ParameterSpec",
-           "AnnealingPath", "BipartitePath", "UniformSource", "RBM", "OrderedRBM", "InfiniteRBM",
+           "AnnealingPath", "BipartitePath", "TrajectoryPath", "block_diagonal", "UniformSource",
+           "RBM", "OrderedRBM", "InfiniteRBM",
            "FAMILIES",
            "build_model", "family_class", "register_family", "binary_configurations",
            "take_units", "bernoulli"]

@@ -1,0 +1,165 @@
+"""What a bracket of the average NLL is, and when it is certified.
+
+The optimistic side comes from forward annealing (AIS): each ln Z-hat is a stochastic lower bound
+of ln Z (Z-hat is unbiased, so P(ln Z-hat > ln Z + k) <= e^-k), and so is the certain floor
+ln sum_v exp(-F(v)) over distinct visited states; the highest of them gives the lowest NLL
+that can be trusted not to be too high. The conservative side comes from reverse annealing
+(RAISE, Burda, Grosse & Salakhutdinov 2015): per row, ln p-hat(v) is a stochastic lower bound of
+ln p(v), so its average NLL errs high. Both converge to the exact NLL as the temperatures grow,
+so `irbm.evaluate.bracket_nll` doubles them until the sides meet within a tolerance.
+
+RAISE runs on a random subset of rows. Its per-row estimate of ln Z,
+d_n = -ln p-hat(v_n) - F(v_n), varies far less across rows than the NLL itself (F carries the
+rows' differences), so the whole set's conservative NLL is mean_all F + mean_subset d, with the
+free energy as a control variate: its standard error is std(d) / sqrt(n_rows).
+
+This module holds the record and the rules; `irbm.evaluate.bracket_nll` runs the estimators.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+# A side still moving by more than this at the last doubling is not converged (nats).
+MOVEMENT = 0.2
+# Sides crossing by more than this many standard errors (plus the bounds' slack) mean a defect.
+CROSSING_SIGMAS = 3.0
+# AIS weights resting on fewer effective chains than this share are called degenerate.
+DEGENERATE_SHARE = 0.1
+
+
+@dataclass
+class Bracket:
+    """optimistic <= mean_n -ln p(v_n) <= conservative, in nats, each side a stochastic bound.
+
+    Attributes
+    ----------
+    optimistic, conservative : float
+        Average NLL over the whole ``data``: mean F + the highest ln Z lower bound, and mean F +
+        RAISE's control-variate estimate of ln Z from the subset.
+    width : float
+        conservative - optimistic (negative when the sides cross).
+    certified : bool
+        The width is within the tolerance, neither side moved by more than 0.2 nat at the last
+        doubling, the sides do not cross beyond their noise and the conservative side's standard
+        error is within a quarter of the tolerance.
+    reasons : list of str
+        Plain sentences, one per failed condition (empty when certified).
+    optimistic_rows, conservative_rows : float
+        The same two sides on the RAISE rows alone (no control variate).
+    conservative_stderr : float
+        Standard error of ``conservative`` over the RAISE rows.
+    log_partition : float
+        The optimistic side's ln Z (best AIS estimate or the certain floor).
+    log_partition_floor : float
+        ln sum_v exp(-F(v)) over distinct data rows and Gibbs states: certain.
+    n_rows, n_betas, n_chains : int
+        RAISE rows, temperatures of the last level, AIS chains per path.
+    seconds : float
+    tolerance : float
+    levels : list of dict
+        One record per number of temperatures tried: per path, AIS ln Z and its effective sample
+        size, RAISE's conservative NLL, and the level's seconds.
+    """
+
+    optimistic: float
+    conservative: float
+    certified: bool
+    reasons: list[str]
+    optimistic_rows: float
+    conservative_rows: float
+    conservative_stderr: float
+    log_partition: float
+    log_partition_floor: float
+    n_rows: int
+    n_betas: int
+    n_chains: int
+    seconds: float
+    tolerance: float
+    levels: list[dict] = field(default_factory=list)
+
+    @property
+    def width(self) -> float:
+        return self.conservative - self.optimistic
+
+    def summary(self) -> dict:
+        """JSON-ready record (what `irbm evaluate --bracket` appends to the run)."""
+        return {"optimistic": self.optimistic, "conservative": self.conservative,
+                "width": self.width, "certified": self.certified, "reasons": list(self.reasons),
+                "optimistic_rows": self.optimistic_rows,
+                "conservative_rows": self.conservative_rows,
+                "conservative_stderr": self.conservative_stderr,
+                "log_z": self.log_partition, "log_z_floor": self.log_partition_floor,
+                "n_rows": self.n_rows, "n_betas": self.n_betas, "n_chains": self.n_chains,
+                "seconds": self.seconds, "tolerance": self.tolerance, "levels": self.levels}
+
+    def __str__(self) -> str:
+        verdict = "certified" if self.certified else "NOT certified"
+        return (f"NLL in [{self.optimistic:.2f}, {self.conservative:.2f}] (width "
+                f"{self.width:.2f} nats, {verdict}; {self.n_betas} temperatures, "
+                f"{self.seconds:.0f} s)")
+
+
+def control_variate(free_all: torch.Tensor, free_rows: torch.Tensor,
+                    log_likelihood_rows: torch.Tensor) -> tuple[float, float]:
+    """(mean_all F + mean_rows d, std_rows(d) / sqrt(n)) with d = -ln p-hat(v) - F(v).
+
+    free_all : (N,) free energies of every row; free_rows, log_likelihood_rows : (n,) on the
+    RAISE rows."""
+    per_row = (-log_likelihood_rows.double() - free_rows.double())
+    n = per_row.numel()
+    stderr = float(per_row.std(correction=1)) / math.sqrt(n) if n > 1 else math.inf
+    return float(free_all.double().mean() + per_row.mean()), stderr
+
+
+def verdict(levels: list[dict], *, tolerance: float, out_of_time: bool) -> list[str]:
+    """Why the last level's bracket is not certified (empty list: it is).
+
+    Each level holds ``optimistic``, ``conservative``, ``conservative_stderr``, ``n_betas`` and
+    ``ais`` (per path: ``log_z``, ``effective_sample_size``, ``n_chains``) and ``best_path``."""
+    last, reasons = levels[-1], []
+    width = last["conservative"] - last["optimistic"]
+    noise = CROSSING_SIGMAS * last["conservative_stderr"] + 1.0
+    if width < -noise:
+        reasons.append(
+            f"the sides cross by {-width:.2f} nats, beyond their noise ({noise:.2f}): a "
+            "stochastic bound overshoots by k nats with probability below e^-k, so an estimator "
+            "or the model's annealing path is wrong, not merely short")
+    elif width > tolerance:
+        reasons.append(f"the bracket is {width:.2f} nats wide, more than the tolerance "
+                       f"({tolerance:g})" + _suspect(levels))
+    if len(levels) < 2:
+        reasons.append("only one number of temperatures was run: convergence is unchecked")
+    else:
+        before = levels[-2]
+        for side in ("optimistic", "conservative"):
+            moved = last[side] - before[side]
+            if abs(moved) > MOVEMENT:
+                reasons.append(f"the {side} side moved by {moved:+.2f} nats when the "
+                               f"temperatures doubled to {last['n_betas']}: not converged")
+    if last["conservative_stderr"] > tolerance / 4:
+        reasons.append(f"the conservative side's standard error is "
+                       f"{last['conservative_stderr']:.2f} nats (RAISE rows): use more rows")
+    if reasons and out_of_time:
+        reasons.append(f"stopped at the time budget after {last['n_betas']} temperatures")
+    return reasons
+
+
+def _suspect(levels: list[dict]) -> str:
+    """Which side is likely the loose one, from the diagnostics of the last level(s)."""
+    last = levels[-1]
+    ais = last["ais"][last["best_path"]] if last["best_path"] in last["ais"] else None
+    notes = []
+    if ais is not None and ais["effective_sample_size"] < DEGENERATE_SHARE * ais["n_chains"]:
+        notes.append(f"the optimistic side is suspect: its AIS weights are degenerate (effective "
+                     f"sample size {ais['effective_sample_size']:.1f} of {ais['n_chains']}), "
+                     "so ln Z is likely too low")
+    if len(levels) >= 2:
+        fall = levels[-2]["conservative"] - last["conservative"]
+        if fall > MOVEMENT:
+            notes.append(f"the conservative side is suspect: it still fell by {fall:.2f} nats "
+                         "at the last doubling")
+    return "; " + "; ".join(notes) if notes else ""
