@@ -41,7 +41,7 @@ def row_for(run_dir: Path) -> dict:
     sizes = [entry["n_hidden"] for entry in timed]
     threads = {entry.get("threads") for entry in timed}
     total = paper_epochs(dataset, family, settings.get("n_hidden") or sizes[-1])
-    return {"run": str(run_dir), "command": command_of(config), "family": family,
+    return {"run": str(run_dir), "command": command_of(config, run_dir), "family": family,
             "dataset": dataset, "n_hidden": [min(sizes), max(sizes)], "epochs": len(timed),
             "seconds_per_epoch": seconds,
             "threads": threads.pop() if len(threads) == 1 and None not in threads else None,

@@ -28,6 +28,7 @@ import argparse
 import hashlib
 import json
 import math
+import shlex
 import statistics
 import sys
 from pathlib import Path
@@ -75,12 +76,31 @@ SKIPPED = {"eval_every", "eval_chains", "eval_betas", "train_size", "valid_size"
            "binarize", "max_hidden", "dtype"}
 
 
-def command_of(record: dict) -> str:
-    """The `irbm train` command that the recorded settings correspond to."""
+def training_directory(run_dir) -> Path:
+    """The run directory a snapshot (``RUN/snapshots/EPOCH``) was taken from; else itself."""
+    run_dir = Path(run_dir)
+    return run_dir.parents[1] if run_dir.parent.name == "snapshots" else run_dir
+
+
+def family_takes(name: str, family: str) -> bool:
+    """Whether `irbm train FAMILY` has a use for the setting ``name``: a constructor option of
+    the family, the unit ordering of families with z, the growth of resizable ones, else yes."""
+    cls = irbm.models.family_class(family)
+    if SPECS[name].family_option:
+        return name in cls.options()
+    if name in ("random_permutation", "regrouping"):
+        return cls.has_z
+    return cls.resizable if name == "growth" else True
+
+
+def command_of(record: dict, run_dir=None) -> str:
+    """The `irbm train` command that the recorded settings correspond to, training into
+    ``run_dir`` (the run a snapshot was taken from), with only the options the family takes:
+    pasted into a shell, it runs."""
     family, dataset, settings = describe(record)
     parts = ["irbm train", family, dataset]
     for key, value in settings.items():
-        if key in SKIPPED or value is None or (key == "beta" and family == "rbm"):
+        if key in SKIPPED or value is None or not family_takes(key, family):
             continue
         flag = "--" + key.replace("_", "-")
         if isinstance(value, bool):  # flags: pcd is on by default, the others off
@@ -88,7 +108,8 @@ def command_of(record: dict) -> str:
                 parts.append(flag if value else "--no-" + key.replace("_", "-"))
         else:
             parts.append(f"{flag} {value}")
-    return " ".join(parts)
+    out = training_directory(run_dir) if run_dir is not None else Path("runs") / family
+    return " ".join(parts + ["--out", shlex.quote(str(out))])
 
 
 def evaluation_of(run_dir: Path, dataset, budget: dict) -> dict:
@@ -158,7 +179,8 @@ def row_for(run_dir: Path, dataset, budget: dict) -> dict:
     family, _, settings = describe(config)
     size_key = "learned" if family == "irbm" else evaluation["n_hidden"]
     paper = PAPER.get(dataset.name, {}).get((family, size_key))
-    return {"run": str(run_dir), "family": family, "command": command_of(config),
+    return {"run": str(run_dir), "family": family, "dataset": dataset.name,
+            "command": command_of(config, run_dir),
             "settings": settings, "epochs": epochs,
             "paper_epochs": paper[2] if paper else None,
             "seconds": sum(entry.get("seconds", 0.0) for entry in history["history"]),
@@ -292,6 +314,23 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def rewrite_commands(out: Path, dataset: str) -> int:
+    """Derive the commands of OUT.json's rows again from their settings, and put them in place
+    of the old ones in OUT.json and OUT.md, leaving everything else as it was (a table written
+    by an older version of this script keeps its text); ``dataset`` names the data of rows
+    written before rows recorded it."""
+    rows = json.loads(out.with_suffix(".json").read_text())
+    table = out.with_suffix(".md").read_text()
+    for row in rows:
+        record = {"settings": {"family": row["family"],
+                               "dataset": row.setdefault("dataset", dataset), **row["settings"]}}
+        old, row["command"] = row["command"], command_of(record, row["run"])
+        table = table.replace(f"- `{old}`\n", f"- `{row['command']}`\n", 1)
+    out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
+    out.with_suffix(".md").write_text(table)
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", help="run directories; a,b,c: select among them")
@@ -308,7 +347,12 @@ def main(argv=None) -> int:
                         help="settings to group runs by, comma-separated")
     parser.add_argument("--threads", type=int, default=1, help="for the evaluation (the "
                         "table reports each run's training threads, '?' when not recorded)")
+    parser.add_argument("--rewrite-commands", dest="rewrite", action="store_true",
+                        help="evaluate nothing: derive the commands of OUT.json's rows again "
+                        "from their settings and replace them in OUT.json and OUT.md")
     args = parser.parse_args(argv)
+    if args.rewrite:
+        return rewrite_commands(args.out, args.dataset)
     if args.summary_by:
         summary_keys(args.summary_by)  # a typo fails now, not after the evaluations
     torch.set_num_threads(args.threads)

@@ -3,6 +3,8 @@ Markdown comes from an evaluation of the run's model, none is typed by hand."""
 
 import importlib.util
 import json
+import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -220,3 +222,51 @@ def test_ordering_sensitivity_evaluates_each_order_of_the_snapshot(tmp_path):
         evaluate.ais_nll(model, test, **budget).mean, abs=1e-9)
     with pytest.raises(SystemExit):  # not a run directory: refused before any evaluation
         script.main([str(tmp_path), "--out", str(out), "--dataset", "digits"])
+
+
+def _parsed_train_command(command: str):
+    """The `irbm train` command printed in a results table, parsed by irbm's own parser (as if
+    pasted into a shell) and turned into the settings it would train with."""
+    from irbm.cli import build_parser
+    from irbm.settings import SPECS, Settings
+    words = shlex.split(command)
+    assert words[:2] == ["irbm", "train"], command
+    args = build_parser().parse_args(words[1:])  # argparse exits on what does not parse
+    given = {name: value for name in SPECS if (value := getattr(args, name, None)) is not None}
+    return args, Settings.from_mapping(given)
+
+
+@pytest.mark.parametrize("family", ["rbm", "irbm"])
+def test_printed_commands_run_as_pasted_with_only_the_family_options(tmp_path, family):
+    """The command behind a row names the run directory (--out), parses with the CLI's parser,
+    gives the run's settings back, and shows no option the family does not take."""
+    script = _script()
+    run = tmp_path / family
+    options = ["--n-hidden", "6"] if family == "rbm" else ["--random-permutation"]
+    assert cli_main(["train", family, "digits", "--out", str(run), "--epochs", "1",
+                     "--quiet", *options]) == 0
+    snapshot = run / "snapshots" / "1"
+    shutil.copytree(run, snapshot, ignore=shutil.ignore_patterns("snapshots"))
+    config = json.loads((run / "config.json").read_text())
+    for directory in (run, snapshot):  # a snapshot's command trains the run it was taken from
+        command = script.command_of(config, directory)
+        args, settings = _parsed_train_command(command)
+        assert Path(args.out) == run
+        assert settings.resolved().record() == irbm.runs.read_settings(run).record()
+    if family == "rbm":  # no iRBM-only option
+        for flag in ("--regrouping", "--growth", "--random-permutation", "--beta"):
+            assert flag not in command
+
+
+def test_the_commands_in_the_committed_results_run_as_pasted():
+    """Every `irbm train` command printed under results/ parses with the CLI's parser."""
+    tables = sorted((SCRIPT.parents[1] / "results").glob("*.md"))
+    commands = [command for table in tables
+                for command in re.findall(r"^- `(irbm train [^`]*)`$", table.read_text(),
+                                          re.MULTILINE)]
+    assert len(commands) >= 10
+    for command in commands:
+        args, settings = _parsed_train_command(command)
+        assert args.out
+        if settings.family == "rbm":
+            assert "--regrouping" not in command and "--growth" not in command, command
