@@ -63,6 +63,8 @@ class Bracket:
     levels : list of dict
         One record per number of temperatures tried: per path, AIS ln Z and its effective sample
         size, RAISE's conservative NLL, and the level's seconds.
+    ais : AISResult or None
+        The last level's best AIS run (per-chain weights, samples, diagnostics).
     """
 
     optimistic: float
@@ -80,6 +82,7 @@ class Bracket:
     seconds: float
     tolerance: float
     levels: list[dict] = field(default_factory=list)
+    ais: object = None
 
     @property
     def width(self) -> float:

@@ -18,6 +18,17 @@ from .settings import GROUPS, SPECS, SettingSpec
 _ARGUMENT_TYPES = {int: int, float: float, str: str}
 
 
+def _positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (refused before any work starts)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
 def _default_text(spec: SettingSpec) -> str:
     """The default as the help shows it; per family for the families' own options."""
     def shown(value):
@@ -113,7 +124,17 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--raise", dest="raise_rows", nargs="?", type=int, const=0,
                           default=None, metavar="ROWS",
                           help="also RAISE's conservative test NLL (an upper bound in "
-                          "expectation), on the first ROWS test rows (default: all)")
+                          "expectation), on the first ROWS test rows (default: all; with "
+                          "--bracket: ROWS random test rows, default 300)")
+    evaluate.add_argument("--bracket", action="store_true",
+                          help="bracket the test NLL between AIS (optimistic) and RAISE "
+                          "(conservative) on every annealing path, doubling the temperatures "
+                          "from --betas (default 1000) until the bracket is --tolerance wide "
+                          "and converged; says whether it is certified and, if not, why")
+    evaluate.add_argument("--tolerance", type=_positive_float, default=1.0,
+                          help="width of a certified bracket, nats (default 1.0)")
+    evaluate.add_argument("--max-seconds", type=_positive_float, default=None,
+                          help="time budget of --bracket (default: none)")
     _system_options(evaluate)
 
     sample = commands_parser.add_parser(
@@ -139,7 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands_parser.add_parser(
         "report", help="results table (Markdown and HTML)",
         description="Table in the paper's format from evaluated runs, as report.md and a "
-        "self-contained report.html. Each run shows its latest evaluation of its current model.")
+        "self-contained report.html. Each run shows the evaluation of its current model with the "
+        "highest ln Z (each AIS estimate is a stochastic lower bound), and its latest bracket.")
     report.add_argument("runs", nargs="+", help="run directories, or sweep directories (their "
                         "evaluated trials)")
     report.add_argument("--out", default=None, help="report directory (default: report/ in "

@@ -265,8 +265,8 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
 
 def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                 max_seconds=None, seed=None, n_chains: int = 100, n_betas: int = 1000,
-                paths=None, max_betas: int = 1_000_000, progress: bool = False,
-                echo=None) -> Bracket:
+                paths=None, trajectory=None, max_betas: int = 1_000_000,
+                progress: bool = False, echo=None) -> Bracket:
     """[optimistic, conservative] around mean_n -ln p(v_n) for ``data`` (N, n_visible).
 
     Runs AIS (``n_chains`` chains) and RAISE (one reverse chain per row of a random subset of
@@ -293,7 +293,10 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     n_chains, n_betas : int
         AIS chains per path, and the first level's temperatures.
     paths : sequence of str, optional
-        Annealing paths (default: all the model's ``ais_paths``).
+        Annealing paths (default: all the model's ``ais_paths``, and "trajectory" when a
+        ``trajectory`` is given).
+    trajectory : list of EnergyModel, optional
+        Models saved while this one was trained, earliest first (`irbm.models.TrajectoryPath`).
     echo : callable(str), optional
         Called with one line per level.
 
@@ -306,9 +309,10 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         raise ValueError(f"tolerance must be > 0 nats, got {tolerance}")
     if max_seconds is not None and not float(max_seconds) > 0:
         raise ValueError(f"max_seconds must be > 0, got {max_seconds}")
-    paths = tuple(paths or model.ais_paths)
+    paths = tuple(paths or model.ais_paths + (("trajectory",) if trajectory else ()))
     for kind in paths:
-        model.check_ais_path(kind)
+        if kind != "trajectory" or trajectory is None:
+            model.check_ais_path(kind)
     make_betas(n_betas)  # validates
     seed = 0 if seed is None else int(seed)
     data = model.check_visible(torch.as_tensor(data))
@@ -326,15 +330,19 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     levels, n_temperatures, out_of_time = [], int(n_betas), False
     while True:
         level_started = time.perf_counter()
-        level = {"n_betas": n_temperatures, "ais": {}, "raise": {}}
+        level, results = {"n_betas": n_temperatures, "ais": {}, "raise": {}}, {}
         for kind in paths:
+            along = trajectory if kind == "trajectory" else None
             ais = estimate_log_partition(model, n_chains, n_temperatures, base=base, path=kind,
-                                         data=base_data, seed=seed, progress=progress)
+                                         trajectory=along, data=base_data, seed=seed,
+                                         progress=progress)
+            results[kind] = ais
             level["ais"][kind] = {"log_z": ais.log_z, "n_chains": ais.n_chains,
                                   "effective_sample_size": ais.effective_sample_size,
                                   "seconds": ais.seconds}
             reverse = raise_nll(model, subset, n_betas=n_temperatures, seed=seed, base=base,
-                                path=kind, base_data=base_data, progress=progress)
+                                path=kind, trajectory=along, base_data=base_data,
+                                progress=progress)
             whole, stderr = control_variate(free_all, free_rows, reverse.log_likelihoods)
             level["raise"][kind] = {"rows": reverse.mean, "whole": whole, "stderr": stderr,
                                     "seconds": reverse.seconds}
@@ -371,4 +379,4 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                    last["optimistic_rows"], last["conservative_rows"],
                    last["conservative_stderr"], last["log_z"], floor, n_rows,
                    last["n_betas"], int(n_chains), time.perf_counter() - started, tolerance,
-                   levels)
+                   levels, results[last["best_path"]])

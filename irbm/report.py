@@ -15,8 +15,10 @@ from ._io import atomic_write
 from .models import FAMILIES
 
 COLUMNS = ("Model", "Size", "Epoch", "Settings", "ln Z-hat", "ln(Z-hat -/+ 3 sigma)",
-           "AIS (base, chains x temperatures, ESS, path)", "Avg. test NLL", "RAISE test NLL")
+           "AIS (base, chains x temperatures, ESS, path)", "Avg. test NLL", "RAISE test NLL",
+           "Test NLL bracket")
 NOTE = "Note"  # a column shown only when a row is stale
+WARNINGS = "Warnings"  # footnote marks, a column shown only when a row has warnings
 MARKER_FILE = "irbm-report.json"
 REPORT_FORMAT, REPORT_VERSION = "irbm-report", 1
 DEFAULT_DIRECTORY = "report"
@@ -31,11 +33,44 @@ def _model_name(record: dict) -> str:
     return record.get("display_name") or getattr(FAMILIES.get(family), "display_name", family)
 
 
-def run_row(run_dir, *, allow_stale=False) -> dict:
-    """The latest evaluation of the run's current model as table cells; a run evaluated only
-    with an older model is refused, or with ``allow_stale`` marked in the "Note" cell."""
-    run_dir = runs.require_run(run_dir)
+def best_evaluation(run_dir) -> tuple[dict, str | None, list[dict]]:
+    """(the evaluation of the run's current model with the highest ln Z, None, the other
+    evaluations of that model), or (the latest evaluation, why it is stale, []) when none is of
+    the current model.
+
+    Every AIS estimate of ln Z is a stochastic lower bound (Z-hat is unbiased, so ln Z-hat
+    overshoots by k nats with probability below e^-k): of several evaluations of the same model,
+    on other paths, bases or budgets, the highest ln Z is the one to report."""
     record, stale = runs.current_evaluation(run_dir)
+    if stale:
+        return record, stale, []
+    cache = {}
+    current = [r for r in runs.read_evaluations(run_dir)
+               if runs.staleness(run_dir, r, cache) is None]
+    best = max(current, key=lambda r: r["log_z"])
+    return best, None, [r for r in current if r is not best]
+
+
+def _latest_bracket(run_dir, record, others) -> dict | None:
+    """The latest bracket among the current model's evaluations (None: never bracketed)."""
+    brackets = [r["bracket"] for r in [*others, record] if "bracket" in r]
+    return brackets[-1] if brackets else None
+
+
+def _bracket_cell(bracket: dict | None) -> str:
+    if bracket is None:
+        return "-"
+    verdict = "certified" if bracket["certified"] else "not certified"
+    return (f"[{_number(bracket['optimistic'])}, {_number(bracket['conservative'])}] "
+            f"width {_number(bracket['width'])}, {verdict}")
+
+
+def run_row(run_dir, *, allow_stale=False) -> dict:
+    """The evaluation of the run's current model with the highest ln Z as table cells (the
+    others listed under it); a run evaluated only with an older model is refused, or with
+    ``allow_stale`` marked in the "Note" cell."""
+    run_dir = runs.require_run(run_dir)
+    record, stale, others = best_evaluation(run_dir)
     if stale and not allow_stale:
         raise ValueError(f"{run_dir / runs.EVALUATION_FILE} is {stale}: run `irbm evaluate "
                          f"{run_dir}` again, or pass --allow-stale to report it marked stale")
@@ -48,8 +83,13 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
     # Records made before paths existed used the linear path.
     ais += ", " + record.get("path", "linear").split(":")[0] + " path"
     if record.get("warnings"):
-        ais += " (unreliable: " + " ".join(record["warnings"]) + ")"
+        ais += " (unreliable)"
+    if others:
+        ais += "; the highest ln Z of " + str(len(others) + 1) + " evaluations (" + ", ".join(
+            f"{_number(r['log_z'])} {r.get('path', 'linear').split(':')[0]}" for r in others) \
+            + " also ran)"
     upper = record.get("raise")
+    bracket = _latest_bracket(run_dir, record, others)
     return {
         "run": str(run_dir), "dataset": record.get("dataset", ""),
         "Model": _model_name(record),
@@ -72,19 +112,41 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
                                   f"{_number(record['log_z_high'])}]",
         "Avg. test NLL": (f"{_number(nll['mean'])} +/- {_number(nll['stderr'])}"
                           if nll else "n/a") + ("" if split in ("test", None) else f" ({split})"),
+        "Test NLL bracket": _bracket_cell(bracket),
         NOTE: (stale or "").split(" (")[0],
         "record": record,
+        "footnotes": list(record.get("warnings", [])) + (
+            [] if bracket is None else [f"bracket not certified: {reason}"
+                                        for reason in bracket["reasons"]]),
     }
 
 
 def _columns(rows) -> tuple:
-    return COLUMNS + ((NOTE,) if any(row[NOTE] for row in rows) else ())
+    return COLUMNS + ((NOTE,) if any(row[NOTE] for row in rows) else ()) + (
+        (WARNINGS,) if any(row["footnotes"] for row in rows) else ())
+
+
+def _footnotes(rows) -> list[str]:
+    """Every row's warnings, numbered in order; sets each row's WARNINGS cell to its marks."""
+    notes = []
+    for row in rows:
+        marks = []
+        for footnote in row["footnotes"]:
+            notes.append(footnote)
+            marks.append(f"[^{len(notes)}]")
+        row[WARNINGS] = " ".join(marks)
+    return notes
 
 
 def markdown_table(rows) -> str:
-    columns = _columns(rows)
+    """The table, each row's warnings as numbered footnotes under it (a paragraph in a cell
+    makes the table unreadable)."""
+    columns, notes = _columns(rows), _footnotes(rows)
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     lines += ["| " + " | ".join(row[c] for c in columns) + " |" for row in rows]
+    if notes:
+        lines.append("")
+        lines += [f"[^{number}]: {note}" for number, note in enumerate(notes, 1)]
     return "\n".join(lines)
 
 
@@ -95,7 +157,7 @@ def _embedded_image(path: Path) -> str:
 
 
 def html_page(rows, run_dirs) -> str:
-    columns = _columns(rows)
+    columns, notes = _columns(rows), _footnotes(rows)
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(row[c])}</td>" for c in columns)
                    + "</tr>" for row in rows)
@@ -112,7 +174,10 @@ def html_page(rows, run_dirs) -> str:
             f"<style>{style}</style></head><body><h1>irbm report</h1>"
             f"<p>ln Z estimated by annealed importance sampling; NLL in nats, +/- one standard "
             f"error over the test set (ln Z-hat taken as exact).</p>"
-            f"<table><tr>{head}</tr>{body}</table>{''.join(sections)}</body></html>")
+            f"<table><tr>{head}</tr>{body}</table>"
+            + "".join(f"<p>[^{number}]: {html.escape(note)}</p>"
+                      for number, note in enumerate(notes, 1))
+            + f"{''.join(sections)}</body></html>")
 
 
 def prepare_directory(out_dir) -> Path:
@@ -136,7 +201,8 @@ def write_report(run_dirs, out_dir=None, *, allow_stale=False) -> tuple[Path, Pa
     """Write report.md and report.html for evaluated runs into ``out_dir`` (default:
     ``report/`` in the current directory) and return both paths.
 
-    Each run shows its latest evaluation of its current model; see `run_row` for stale ones."""
+    Each run shows the evaluation of its current model with the highest ln Z and its latest
+    bracket; see `run_row` for stale ones."""
     run_dirs = [Path(r) for r in run_dirs]
     rows = [run_row(r, allow_stale=allow_stale) for r in run_dirs]
     out_dir = prepare_directory(Path.cwd() / DEFAULT_DIRECTORY if out_dir is None else out_dir)

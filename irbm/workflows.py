@@ -21,7 +21,7 @@ from . import runs
 from ._io import atomic_write
 from .ais import estimate_log_partition
 from .datasets import ALIASES, LOADERS, load_dataset
-from .evaluate import nll, raise_nll, sampled_log_partition_floor
+from .evaluate import bracket_nll, nll, raise_nll, sampled_log_partition_floor
 from .models import build_model
 from .report import write_report
 from .sampling import sample
@@ -227,8 +227,8 @@ def _callbacks(settings, out, train, valid, record, echo) -> list:
 
 # ---------------------------------------------------------------------------- evaluate
 def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, seed=0,
-                 which="best", raise_rows=None, data_dir=None, device=None, progress=True,
-                 echo=None) -> dict:
+                 which="best", raise_rows=None, bracket=False, tolerance=1.0, max_seconds=None,
+                 data_dir=None, device=None, progress=True, echo=None) -> dict:
     """AIS estimate of log Z for the run's model and its NLL on every split, with the AIS
     diagnostics, appended to the run's ``evaluation.json``; returns the new record.
 
@@ -237,6 +237,10 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
     evaluates the latest model rather than the best.
     ``raise_rows``: also RAISE's conservative test NLL (same temperatures) on the first
     ``raise_rows`` test rows (0: all of them; None: no RAISE).
+    ``bracket``: instead of one AIS run, bracket the test NLL with `irbm.evaluate.bracket_nll`
+    (every path, temperatures doubled from ``n_betas`` (default 1,000) until ``tolerance`` or
+    ``max_seconds``; RAISE on ``raise_rows`` random test rows, default 300); ln Z is then the
+    bracket's optimistic one and the record holds the bracket under "bracket".
     """
     say = echo or logger.info
     check_device(device)
@@ -249,10 +253,16 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
     model.check_ais_path(path)  # before any work
     hint = (" (no best model: train with --eval-every N for model selection)"
             if which == "best" and source.file != runs.BEST_FILE else "")
-    say(f"AIS on {run_dir / source.file} (epoch {source.epoch}, {n_chains} chains){hint}")
-    result = estimate_log_partition(model, n_chains, n_betas, base=base, path=path,
-                                    data=torch.as_tensor(dataset.train), seed=seed,
-                                    progress=progress, checkpoint_path=partial)
+    if bracket:
+        interval = _bracket_test(model, dataset, n_chains=n_chains, n_betas=n_betas, base=base,
+                                 path=path, seed=seed, rows=raise_rows or None,
+                                 tolerance=tolerance, max_seconds=max_seconds, say=say)
+        result = interval.ais
+    else:
+        say(f"AIS on {run_dir / source.file} (epoch {source.epoch}, {n_chains} chains){hint}")
+        result = estimate_log_partition(model, n_chains, n_betas, base=base, path=path,
+                                        data=torch.as_tensor(dataset.train), seed=seed,
+                                        progress=progress, checkpoint_path=partial)
     record = {
         # The model actually evaluated: "best" asked of a run without one falls back to latest.
         **source.as_record(), "which": "best" if source.file == runs.BEST_FILE else "latest",
@@ -278,13 +288,19 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
         f"chains ({result.base} base)")
     for warning in record["warnings"]:
         say(f"  warning: {warning}")
+    log_z = result.log_z
+    if bracket:
+        record["bracket"] = interval.summary()
+        log_z = interval.log_partition  # the AIS estimate, or the certain floor when higher
+        record["log_z"] = log_z
     for split in ("train", "valid", "test"):
         values = getattr(dataset, split)
         if values is not None and len(values):
-            mean, stderr = nll(model, torch.as_tensor(values), result.log_z)
+            mean, stderr = nll(model, torch.as_tensor(values), log_z)
             record["nll"][split] = {"mean": mean, "stderr": stderr, "n": int(len(values))}
             say(f"  {split:5} NLL = {mean:.3f} +/- {stderr:.3f}  ({len(values)} examples)")
-    if raise_rows is not None and dataset.test is not None and len(dataset.test):
+    if not bracket and raise_rows is not None and dataset.test is not None and \
+            len(dataset.test):
         rows = torch.as_tensor(dataset.test[: raise_rows or len(dataset.test)])
         upper = raise_nll(model, rows, n_betas=n_betas, seed=seed, base=base, path=path,
                           base_data=torch.as_tensor(dataset.train), progress=progress)
@@ -297,6 +313,24 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
     runs.append_evaluation(run_dir, record)
     partial.unlink(missing_ok=True)
     return record
+
+
+def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, tolerance,
+                  max_seconds, say):
+    """`bracket_nll` of the test set, with the run's base data, echoing each level."""
+    if dataset.test is None or not len(dataset.test):
+        raise ValueError("--bracket brackets the test NLL, and this run's data has no test rows")
+    say(f"bracketing the test NLL ({n_chains} AIS chains per path, tolerance {tolerance:g} "
+        "nats" + (f", at most {max_seconds:g} s" if max_seconds else "") + ")")
+    interval = bracket_nll(model, torch.as_tensor(dataset.test),
+                           base_data=None if base == "model" else torch.as_tensor(dataset.train),
+                           rows=rows, tolerance=tolerance, max_seconds=max_seconds, seed=seed,
+                           n_chains=n_chains, n_betas=n_betas or 1000,
+                           paths=None if path is None else (path,), echo=say)
+    say(f"  test  {interval}")
+    for reason in interval.reasons:
+        say(f"  not certified: {reason}")
+    return interval
 
 
 # ---------------------------------------------------------------------------- sample, plot

@@ -409,7 +409,8 @@ def check_report(out_dir, run_dirs):
     assert list(rows[0]) == ["Model", "Size", "Epoch", "Settings", "ln Z-hat",
                              "ln(Z-hat -/+ 3 sigma)",
                              "AIS (base, chains x temperatures, ESS, path)",
-                             "Avg. test NLL", "RAISE test NLL"]
+                             "Avg. test NLL", "RAISE test NLL", "Test NLL bracket"] + (
+                                 ["Warnings"] if "Warnings" in rows[0] else [])
     assert len(rows) == len(run_dirs)
     for row, run_dir in zip(rows, run_dirs):
         record = evaluations(run_dir)[-1]

@@ -166,19 +166,63 @@ def test_a_corrupt_partial_ais_run_is_a_clean_error(run_dir, content):
 
 
 # ---------------------------------------------------------------------------- results
-def test_reevaluating_appends_and_the_report_shows_the_latest_matching(run_dir, tmp_path):
+def test_reevaluating_appends_and_the_report_shows_the_highest_ln_z_of_the_model(run_dir,
+                                                                               tmp_path):
     assert_ok(run_cli("evaluate", run_dir, *EVALUATE, "--seed", 1))
     first, second = evaluations(run_dir)
     assert first["seed"] == 0 and second["seed"] == 1
     assert first["model_sha256"] == second["model_sha256"] and first["epoch"] == 1
-    # A later record of another model does not hide the latest one of this model.
-    other = {**second, "log_z": 123.0, "epoch": 7, "model_sha256": "0" * 64}
-    payload = {"evaluations": [first, second, other]}
-    (run_dir / "evaluation.json").write_text(json.dumps(payload))
+    # A later record of another model (with a higher ln Z) does not count for this model.
+    other = {**second, "log_z": 1e6, "epoch": 7, "model_sha256": "0" * 64}
+    for highest, lowest in ((first, second), (second, first)):
+        # Each AIS ln Z is a stochastic lower bound: the higher one heads the row, first or
+        # latest, and the other is listed.
+        highest = {**highest, "log_z": lowest["log_z"] + 5.0, "path": "pinned: z = 8"}
+        payload = {"evaluations": [highest, lowest, other] if highest["seed"] == 0
+                   else [lowest, highest, other]}
+        (run_dir / "evaluation.json").write_text(json.dumps(payload))
+        assert_ok(run_cli("report", run_dir, "--out", tmp_path / "report"))
+        (row,) = parse_markdown_table((tmp_path / "report" / "report.md").read_text())
+        assert numbers(row["ln Z-hat"]) == [round(highest["log_z"], 2)]
+        ais = row["AIS (base, chains x temperatures, ESS, path)"]
+        assert ais.split(", ")[3].startswith("pinned path")
+        assert f"highest ln Z of 2 evaluations ({lowest['log_z']:.2f} linear also ran)" in ais
+        assert "Note" not in row
+
+
+def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, tmp_path,
+                                                                       capsys):
+    from irbm.cli import main
+    assert main(["evaluate", str(run_dir), "--bracket", "--chains", "10", "--betas", "50",
+                 "--raise", "20", "--tolerance", "0.5", "--max-seconds", "60"]) == 0
+    printed = capsys.readouterr().out
+    record = evaluations(run_dir)[-1]
+    bracket = record["bracket"]
+    assert bracket["n_rows"] == 20 and bracket["n_chains"] == 10 and bracket["tolerance"] == 0.5
+    assert bracket["width"] == pytest.approx(bracket["conservative"] - bracket["optimistic"])
+    assert bracket["certified"] == (not bracket["reasons"])
+    assert record["log_z"] == bracket["log_z"] >= bracket["log_z_floor"]
+    assert [level["n_betas"] for level in bracket["levels"]] == [
+        50 * 2**k for k in range(len(bracket["levels"]))]
+    # The test NLL of the record is the optimistic side: the same ln Z on the same rows.
+    assert record["nll"]["test"]["mean"] == pytest.approx(bracket["optimistic"], abs=1e-6)
+    assert ("certified" if bracket["certified"] else "NOT certified") in printed
     assert_ok(run_cli("report", run_dir, "--out", tmp_path / "report"))
     (row,) = parse_markdown_table((tmp_path / "report" / "report.md").read_text())
-    assert numbers(row["ln Z-hat"]) == [round(second["log_z"], 2)]
-    assert "Note" not in row
+    assert numbers(row["Test NLL bracket"])[:3] == [
+        round(bracket[key], 2) for key in ("optimistic", "conservative", "width")]
+    for reason in bracket["reasons"]:
+        assert reason in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_bracket_options_are_refused_before_any_work(run_dir):
+    for option, value in (("--tolerance", "0"), ("--max-seconds", "-3"),
+                          ("--tolerance", "nan")):
+        before = snapshot(run_dir)
+        result = run_cli("evaluate", run_dir, "--bracket", option, value)
+        assert result.code == 2 and f"argument {option}: must be a finite number > 0" in \
+            result.err.splitlines()[-1]
+        assert snapshot(run_dir) == before
 
 
 def test_report_and_plot_refuse_results_of_an_earlier_model(run_dir, tmp_path, monkeypatch):
