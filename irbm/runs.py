@@ -4,7 +4,9 @@ run from any other directory and a current result from a stale one.
 A run directory holds:
 
 - ``irbm-run.json``: the marker (format name and version) that makes a directory a run;
-- ``config.json``: the run's `irbm.settings.Settings` and the dataset's shape;
+- ``config.json``: the run's `irbm.settings.Settings`, the dataset's shape, the directory its
+  file was read from and a sha256 of its rows (the other commands read the data from there
+  unless told otherwise, and refuse other data: `load_run_dataset`);
 - ``checkpoint.safetensors``: the full training state (resumable); ``model.safetensors``: the
   latest model; ``best.safetensors``: the model with the best validation NLL (AIS, every
   ``eval_every`` epochs);
@@ -143,11 +145,59 @@ def read_settings(run_dir) -> Settings:
         raise ValueError(f"{path} holds no settings ({error})") from None
 
 
+def data_record(dataset, named: bool) -> dict:
+    """Where a run's data came from and what it was, for ``config.json``: the directory the
+    file of a ``named`` dataset (mnist, caltech101) was read from (None for data read from no
+    directory: the embedded digits, a download not cached, the user's own file, whose path is
+    the dataset setting) and a sha256 of every split."""
+    source = Path(dataset.source) if named and dataset.source else None
+    return {"data_dir": str(source.parent.resolve()) if source and source.is_file() else None,
+            "sha256": data_digest(dataset)}
+
+
+def data_digest(dataset) -> str:
+    """sha256 over the shapes and bytes of the train, valid and test rows."""
+    digest = hashlib.sha256()
+    for split in ("train", "valid", "test"):
+        rows = np.ascontiguousarray(getattr(dataset, split))
+        digest.update(f"{split}:{rows.shape};".encode())
+        digest.update(rows.tobytes())
+    return digest.hexdigest()
+
+
+def run_data_dir(run_dir, data_dir=None):
+    """``data_dir`` when given, else the directory the run's data came from while it exists
+    (else None: `irbm.datasets.load_dataset` looks in its usual places)."""
+    if data_dir is not None:
+        return data_dir
+    recorded = _recorded_data(run_dir).get("data_dir")
+    return recorded if recorded and Path(recorded).is_dir() else None
+
+
+def check_run_data(run_dir, dataset):
+    """ValueError unless ``dataset`` (whole, before any subset) is the data the run was
+    trained on, by the sha256 in its ``config.json`` (runs that predate it are not checked)."""
+    expected = _recorded_data(run_dir).get("sha256")
+    found = data_digest(dataset)
+    if expected is not None and found != expected:
+        raise ValueError(f"{dataset.source or dataset.name} is not the data {run_dir} was "
+                         f"trained on (sha256 {found[:12]}..., the run recorded "
+                         f"{expected[:12]}...): pass --data-dir with the run's data")
+
+
+def _recorded_data(run_dir) -> dict:
+    record = read_json(Path(run_dir) / CONFIG_FILE).get("dataset")
+    return record if isinstance(record, dict) else {}
+
+
 def load_run_dataset(run_dir, data_dir=None):
-    """The dataset (and subset) the run was trained on."""
+    """The dataset (and subset) the run was trained on: read from ``data_dir``, else from where
+    the run's data came from, else as `irbm.datasets.load_dataset` finds it; checked against
+    the run's record (`check_run_data`)."""
     settings = read_settings(run_dir)
     options = {} if settings.binarize is None else {"binarize": settings.binarize}
-    dataset = load_dataset(settings.dataset, data_dir=data_dir, **options)
+    dataset = load_dataset(settings.dataset, data_dir=run_data_dir(run_dir, data_dir), **options)
+    check_run_data(run_dir, dataset)
     return dataset.subset(settings.train_size, settings.valid_size, settings.test_size)
 
 

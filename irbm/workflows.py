@@ -148,11 +148,17 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
     settings = replace(settings, dataset=dataset_key(settings.dataset)).resolved()
     if resuming:
         _check_resumed_settings(out, settings, force)
-    dataset = _load_training_data(settings, data_dir)
+    # A resumed run reads the data it was trained on: from where it came, checked by sha256.
+    data_dir = runs.run_data_dir(out, data_dir) if resuming else data_dir
+    whole = _load_training_data(settings, data_dir)
+    if resuming:
+        runs.check_run_data(out, whole)
+    dataset = whole.subset(settings.train_size, settings.valid_size, settings.test_size)
     record = {"settings": settings.record(),
               "dataset": {"name": dataset.name, "n_visible": dataset.n_visible,
                           "image_shape": list(dataset.image_shape),
-                          "pixel_order": dataset.pixel_order}}
+                          "pixel_order": dataset.pixel_order,
+                          **runs.data_record(whole, _is_named_dataset(settings.dataset))}}
     if resuming:
         n_visible = runs.read_json(out / runs.CONFIG_FILE)["dataset"]["n_visible"]
         if n_visible != dataset.n_visible:
@@ -197,8 +203,7 @@ def _load_training_data(settings: Settings, data_dir):
         raise ValueError(f"--binarize applies to your own data files; {settings.dataset} is "
                          "binary already")
     binarize = {} if settings.binarize is None else {"binarize": settings.binarize}
-    return load_dataset(settings.dataset, data_dir=data_dir, **binarize).subset(
-        settings.train_size, settings.valid_size, settings.test_size)
+    return load_dataset(settings.dataset, data_dir=data_dir, **binarize)
 
 
 def _new_trainer(settings: Settings, n_visible: int, device) -> Trainer:
