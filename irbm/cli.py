@@ -150,11 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     plot = commands_parser.add_parser(
         "plot", help="filters, samples, P(z|v), sizes, AIS convergence",
-        description="Draw the run's figures into its figures/ directory. Samples or AIS "
-        "weights of another model than the run's current one are refused.")
+        description="Draw the run's figures into its figures/ directory, of the run's current "
+        "model only: samples of an earlier model give way to short chains of the current one, "
+        "and the AIS convergence of an earlier model is not drawn (its old figure is removed).")
     plot.add_argument("run", help="run directory")
     plot.add_argument("--allow-stale", action="store_true",
-                      help="plot samples or AIS weights of an earlier model anyway")
+                      help="draw samples or AIS weights of an earlier model anyway")
     _system_options(plot)
 
     report = commands_parser.add_parser(

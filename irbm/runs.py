@@ -301,11 +301,12 @@ def current_evaluation(run_dir) -> tuple[dict, str | None]:
     return records[-1], staleness(run_dir, records[-1], cache)
 
 
-def stale_inputs(run_dir) -> list[str]:
-    """What `irbm plot` would draw from results of another model: ``samples.npz`` drawn from
-    another model than the run's, the AIS weights of a stale evaluation."""
+def stale_inputs(run_dir) -> dict[str, str]:
+    """What `irbm plot` would draw from results of another model, {file name: why}:
+    ``samples.npz`` drawn from another model than the run's, the AIS weights of a stale
+    evaluation (each message names the command that brings it up to date)."""
     run_dir = Path(run_dir)
-    problems, cache = [], {}
+    problems, cache = {}, {}
     samples = run_dir / SAMPLES_FILE
     if samples.exists():
         try:
@@ -321,13 +322,14 @@ def stale_inputs(run_dir) -> list[str]:
         if reason is None and record["model_file"] != _model_file(run_dir, "best").name:
             reason = f"stale: drawn from {record['model_file']}, not the run's best model"
         if reason is not None:
-            problems.append(f"{samples} is {reason}: run `irbm sample {run_dir}` again")
+            problems[SAMPLES_FILE] = (f"{samples} is {reason}: run `irbm sample {run_dir}` "
+                                      "again")
     records = read_evaluations(run_dir)
     if records and (run_dir / AIS_WEIGHTS_FILE).exists():
         reason = staleness(run_dir, records[-1], cache)
         if reason is not None:
-            problems.append(f"{run_dir / AIS_WEIGHTS_FILE} is {reason}: run `irbm evaluate "
-                            f"{run_dir}` again")
+            problems[AIS_WEIGHTS_FILE] = (f"{run_dir / AIS_WEIGHTS_FILE} is {reason}: run "
+                                          f"`irbm evaluate {run_dir}` again")
     return problems
 
 

@@ -370,19 +370,22 @@ def sample_run(run_dir, *, n_samples=16, n_steps=10000, init="random", z_max_ini
 def plot_run(run_dir, *, data_dir=None, device=None, allow_stale=False, echo=None) -> list[Path]:
     """Draw every figure of the run (`irbm.plotting.figures_for_run`) and return the paths.
 
-    Samples or AIS weights computed from another model than the run's current one are refused
-    unless ``allow_stale`` (then each is reported to ``echo``)."""
+    Samples or AIS weights computed from another model than the run's current one are not
+    drawn (the samples figure shows fresh chains of the current model, the AIS convergence
+    figure is removed) unless ``allow_stale``; either way each is reported to ``echo``."""
     say = echo or logger.warning
     check_device(device)
     run_dir = runs.require_run(run_dir)
     dataset = runs.load_run_dataset(run_dir, data_dir)
     problems = runs.stale_inputs(run_dir)
-    if problems and not allow_stale:
-        raise ValueError(f"{problems[0]}; or pass --allow-stale to plot it anyway")
-    for problem in problems:
-        say(f"note: {problem}")
+    instead = {runs.SAMPLES_FILE: "samples.png shows short chains of the current model "
+               "instead", runs.AIS_WEIGHTS_FILE: "ais_convergence.png is not drawn"}
+    for name, problem in problems.items():
+        say(f"note: {problem}; " + ("drawn anyway (--allow-stale)" if allow_stale else
+                                    f"{instead[name]} (--allow-stale draws it anyway)"))
     from .plotting import figures_for_run
-    return figures_for_run(run_dir, dataset, device=device)
+    return figures_for_run(run_dir, dataset, device=device,
+                           stale=() if allow_stale else tuple(problems))
 
 
 def report_runs(run_dirs, out_dir=None, *, allow_stale=False) -> tuple[Path, Path]:

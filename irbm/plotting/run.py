@@ -20,11 +20,16 @@ __all__ = ["figures_for_run"]
 _QUICK_SAMPLES, _QUICK_STEPS = 16, 1000
 
 
-def figures_for_run(run_dir, dataset, *, device=None) -> list[Path]:
+def figures_for_run(run_dir, dataset, *, device=None, stale=()) -> list[Path]:
     """Draw every figure that applies to the run into ``run_dir/figures`` and return the paths:
     filters, samples, P(z|v) and the top inputs per z interval (models with z), the hidden
     layer size over training (models that can grow), training curves and AIS convergence (once
-    evaluated)."""
+    evaluated).
+
+    ``stale``: names of the run's result files (``samples.npz``, ``ais_log_weights.npy``) that
+    describe an earlier model and must not be drawn: the samples are then drawn afresh from
+    the model, and the AIS convergence figure is not drawn and an earlier one removed, so that
+    no figure of an older model is left looking current."""
     run_dir = Path(run_dir)
     figures = runs.check_writable(run_dir / "figures")
     model = runs.load_run_model(run_dir, device=device)
@@ -39,8 +44,8 @@ def figures_for_run(run_dir, dataset, *, device=None) -> list[Path]:
                  title=f"{model.display_name}: first filters of {model.n_hidden}")
     # Datasets that say what pixel value 1 stands for get it named in the image captions.
     one_means = getattr(dataset, "one_means", None)
-    samples_file = run_dir / "samples.npz"
-    if samples_file.exists():
+    samples_file = run_dir / runs.SAMPLES_FILE
+    if samples_file.exists() and runs.SAMPLES_FILE not in stale:
         with np.load(samples_file, allow_pickle=False) as stored:
             images = stored["samples"]
         how = "from irbm sample"
@@ -73,8 +78,10 @@ def figures_for_run(run_dir, dataset, *, device=None) -> list[Path]:
         last_epoch = history["history"][-1]["epoch"] if history["history"] else epochs[-1]
         plot_size_history(list(epochs) + [last_epoch], list(sizes) + [sizes[-1]],
                           keep("hidden_size.png"))
-    weights_file = run_dir / "ais_log_weights.npy"
-    if weights_file.exists():
+    weights_file = run_dir / runs.AIS_WEIGHTS_FILE
+    if runs.AIS_WEIGHTS_FILE in stale:
+        (figures / "ais_convergence.png").unlink(missing_ok=True)
+    elif weights_file.exists():
         log_weights = np.load(weights_file, allow_pickle=False)
         if len(log_weights) >= 2:
             plot_ais_convergence(*convergence_curve(log_weights), keep("ais_convergence.png"))
