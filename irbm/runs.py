@@ -349,7 +349,7 @@ def check_ais_partial(path):
 
 # ---------------------------------------------------------------------------- callbacks
 class TrainingDiverged(ValueError):
-    """A parameter or a metric became NaN or infinite."""
+    """A parameter or a metric became NaN or infinite, or grew by orders of magnitude."""
 
 
 def _check_finite_metrics(metrics: dict, epoch: int, kept: str):
@@ -381,6 +381,47 @@ class StopOnNonFinite(Callback):
                                        f"smaller --lr)")
         _check_finite_metrics(metrics, trainer.epoch, self.kept())
         self.good_epoch = trainer.epoch
+
+
+class StopOnDivergence(StopOnNonFinite):
+    """`StopOnNonFinite`, and raise as well at the end of an epoch where the largest parameter
+    or the mean free energy of the training data grew by more than `GROWTH` times since the
+    last sound epoch (or the start), from at least 1 for parameters and n_visible nats for free
+    energies (so small starting values give no hair trigger).
+
+    Learning moves a sound model's parameters by a few units over many epochs; an update that
+    multiplies them by a thousand is a step size run away (e.g. SGD at lr 1e30: parameters of
+    1e30, free energies of -1e30, every value finite and the model useless). Like
+    `StopOnNonFinite`, it stops the epoch before anything saves it."""
+
+    GROWTH = 1e3
+
+    def on_fit_start(self, trainer):
+        super().on_fit_start(trainer)
+        last = trainer.history[-1].get("train_free_energy") if trainer.history else None
+        self.sound = {"the largest |parameter|": self._largest_parameter(trainer.model),
+                      "|F(train)|": None if last is None else abs(last)}
+
+    @staticmethod
+    def _largest_parameter(model) -> float:
+        return max((float(p.detach().abs().max()) for p in model.parameters() if p.numel()),
+                   default=0.0)
+
+    def on_epoch_end(self, trainer, metrics):
+        kept = self.kept()  # before the finiteness check counts this epoch as good
+        super().on_epoch_end(trainer, metrics)  # non-finite values first, named as such
+        now = {"the largest |parameter|": self._largest_parameter(trainer.model),
+               "|F(train)|": abs(metrics.get("train_free_energy", 0.0))}
+        floors = {"the largest |parameter|": 1.0, "|F(train)|": float(trainer.model.n_visible)}
+        for name, value in now.items():
+            before = self.sound[name]
+            if value > self.GROWTH * max(before or 0.0, floors[name]):
+                was = "" if before is None else f"from {before:.3g} "
+                raise TrainingDiverged(
+                    f"training diverged at epoch {trainer.epoch}: {name} grew {was}to "
+                    f"{value:.3g}, more than {self.GROWTH:g} times the last sound epoch's; "
+                    f"{kept} (try a smaller --lr)")
+        self.sound = now
 
 
 class HistoryWriter(Callback):

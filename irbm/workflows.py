@@ -137,7 +137,8 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
     Returns
     -------
     Trainer
-        After training; raises `runs.TrainingDiverged` at the first non-finite epoch.
+        After training; raises `runs.TrainingDiverged` at the first epoch whose values are
+        not finite or grew by orders of magnitude (`runs.StopOnDivergence`).
     """
     say = echo or logger.info
     check_device(device)
@@ -217,7 +218,7 @@ def _new_trainer(settings: Settings, n_visible: int, device) -> Trainer:
 
 def _callbacks(settings, out, train, valid, record, echo) -> list:
     """In this order: the finiteness check stops a bad epoch before anything saves it."""
-    callbacks = [runs.StopOnNonFinite()]
+    callbacks = [runs.StopOnDivergence()]
     if settings.random_permutation:
         from .strategies import RandomPermutation
         callbacks.insert(0, RandomPermutation(settings.regrouping))

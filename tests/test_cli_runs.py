@@ -129,11 +129,32 @@ def test_training_stops_at_the_first_non_finite_epoch_keeping_the_last_checkpoin
                                     "--epochs", 3, "--lr", 1e38, "--force"],
                    ["training diverged at epoch 2", "the checkpoint of epoch 1 is kept",
                     "--lr"])
-    assert re.search(r"(parameter \w+ has non-finite values|\w+ is (nan|-?inf));", line)
+    assert re.search(r"(parameter \w+ has non-finite values|\w+ is (nan|-?inf)|\| grew)",
+                     line)
     # The run resumes from its last good epoch.
     result = run_cli("train", "rbm", "digits", "--out", run_dir, *TINY, "--epochs", 2)
     assert_ok(result)
     assert "resuming" in result.out and "at epoch 1" in result.out
+
+
+def test_training_that_runs_away_stops_keeping_the_last_sound_checkpoint(run_dir, tmp_path):
+    """SGD at lr 1e30 keeps every value finite (parameters of 1e30, free energies of -1e30)
+    but makes a useless model: training stops at the epoch that grew by orders of magnitude,
+    with a clear message and a non-zero exit, before anything saves it."""
+    new = tmp_path / "new"
+    line = assert_clean_error(
+        run_cli("train", "rbm", "digits", "--out", new, *TINY, "--optimizer", "sgd", "--lr",
+                1e30),
+        "training diverged at epoch 1", "grew from", "e+30", "no checkpoint was written", "--lr")
+    assert "non-finite" not in line
+    assert sorted(path.name for path in new.iterdir()) == ["config.json", "irbm-run.json"]
+    refused(run_dir.parent, ["train", "rbm", "digits", "--out", run_dir, *TINY, "--epochs", 3,
+                             "--optimizer", "sgd", "--lr", 1e30, "--force"],
+            ["training diverged at epoch 2", "the largest |parameter| grew",
+             "the checkpoint of epoch 1 is kept"])
+    result = run_cli("train", "rbm", "digits", "--out", run_dir, *TINY, "--epochs", 2)
+    assert_ok(result)
+    assert "at epoch 1" in result.out
 
 
 # ---------------------------------------------------------------------------- inputs
