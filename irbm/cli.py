@@ -8,7 +8,9 @@ generated from `irbm.settings.Settings`; what each subcommand does is in `irbm.c
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import re
 import sys
 
 from . import commands
@@ -16,6 +18,47 @@ from .models import FAMILIES
 from .settings import GROUPS, SPECS, SettingSpec
 
 _ARGUMENT_TYPES = {int: int, float: float, str: str}
+# Counts checked once parsed, before any work or banner: {command: {dest: (option, minimum)}}.
+_COUNTS = {"evaluate": {"chains": ("--chains", 1), "betas": ("--betas", 2),
+                        "raise_rows": ("--raise", 0)},
+           "sample": {"n": ("--n", 1), "steps": ("--steps", 0)},
+           "sweep": {"workers": ("--workers", 1)}}
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argparse parser whose usage errors are one line, ``irbm: error: ...`` (exit 2), with
+    the closest valid choice when a value is mistyped and where to find the help."""
+
+    def error(self, message):
+        choice = re.match(r"argument .*: invalid choice: '?([^' ]*)'? \(choose from (.*)\)$",
+                          message)
+        if choice:
+            choices = [c.strip(" '") for c in choice.group(2).split(",")]
+            message += _did_you_mean(choice.group(1), choices, "'{}'")
+        self.exit(2, f"irbm: error: {message} (`{self.prog} --help` lists the options)\n")
+
+    def unrecognized(self, extras: list[str]):
+        """Refuse arguments this (sub)command does not take, suggesting an option for each
+        mistyped one (``--n_hidden``: the config key's spelling)."""
+        options = [option for action in self._actions for option in action.option_strings]
+        hints = "".join(_did_you_mean(extra, options, "{}") for extra in extras
+                        if extra.startswith("--"))
+        self.error(f"unrecognized arguments: {' '.join(extras)}{hints}")
+
+
+def _did_you_mean(typed: str, choices: list[str], form: str) -> str:
+    spelled = typed.replace("_", "-")
+    close = [spelled] if spelled in choices else difflib.get_close_matches(typed, choices, n=1)
+    return f"; did you mean {form.format(close[0])}?" if close else ""
+
+
+def _count_error(args) -> str | None:
+    """The first count option below its minimum, as a one-line message; None when all fit."""
+    for dest, (option, minimum) in _COUNTS.get(args.command, {}).items():
+        value = getattr(args, dest, None)
+        if value is not None and value < minimum:
+            return f"{option} must be an integer >= {minimum}, got {value}"
+    return None
 
 
 def _positive_float(text: str) -> float:
@@ -96,7 +139,7 @@ def _train_parser(commands_parser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="irbm", description="Restricted Boltzmann machines whose hidden layer learns its "
         "own size: RBM, ordered RBM and infinite RBM (Cote & Larochelle).")
     commands_parser = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -199,11 +242,18 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="demo-output", help="output directory")
     demo.add_argument("--quick", action="store_true", help="a much shorter run (for tests)")
     _system_options(demo, data=False)
+    parser.command_parsers = commands_parser.choices
     return parser
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        parser.command_parsers[args.command].unrecognized(extras)
+    if (problem := _count_error(args)) is not None:
+        print(f"irbm: error: {problem}", file=sys.stderr)
+        return 2
     handler = getattr(commands, f"run_{args.command}")
     try:
         handler(args)

@@ -13,7 +13,10 @@ from .settings import SPECS, check_setting, read_config_file
 
 
 def _start(args):
-    """Before any work: the device must exist, the threads are set."""
+    """Before any work: the run directory is one (a sweep's is refused naming this command on
+    a trial), the device must exist, the threads are set."""
+    if args.command in ("evaluate", "sample", "plot"):
+        runs.require_run(args.run, command=f"irbm {args.command}")
     workflows.check_device(getattr(args, "device", None))
     apply_threads(check_setting("threads", args.threads))
 

@@ -43,6 +43,7 @@ from .training import Callback
 
 MARKER_FILE = "irbm-run.json"
 RUN_FORMAT, RUN_VERSION = "irbm-run", 1
+SWEEP_MARKER_FILE = "irbm-sweep.json"  # `irbm.sweep_table`'s; a sweep's trials are runs
 CONFIG_FILE = "config.json"
 HISTORY_FILE = "history.json"
 VALIDATION_FILE = "validation.json"
@@ -118,11 +119,17 @@ def has_marker(directory, file_name: str, kind: str, version: int, noun: str) ->
     return True
 
 
-def require_run(directory) -> Path:
-    """``directory`` as a Path if it is a run directory; a clear error otherwise."""
+def require_run(directory, command: str = "irbm COMMAND") -> Path:
+    """``directory`` as a Path if it is a run directory; a clear error otherwise, which for a
+    sweep directory names ``command`` on one of its trials."""
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"run directory not found: {directory}")
+    if not is_run(directory) and (directory / SWEEP_MARKER_FILE).is_file():
+        trials = read_json(directory / SWEEP_MARKER_FILE).get("trials") or ["TRIAL"]
+        raise ValueError(f"{directory} is a sweep directory, not a run: its trials are the "
+                         f"runs (`{command} {directory / trials[0]}`, one of "
+                         f"{len(trials)}), and `irbm report {directory}` tables them all")
     if not is_run(directory):
         raise ValueError(f"{directory} is not an irbm run directory (it has no {MARKER_FILE}; "
                          f"`irbm train ... --out {directory}` makes one)")

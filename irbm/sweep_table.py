@@ -22,7 +22,7 @@ from ._io import atomic_write
 
 logger = logging.getLogger(__name__)
 
-MARKER_FILE = "irbm-sweep.json"
+MARKER_FILE = runs.SWEEP_MARKER_FILE
 SWEEP_FORMAT, SWEEP_VERSION = "irbm-sweep", 1
 STATUS_FILE = "trial-status.json"
 ERROR_FILE = "error.txt"

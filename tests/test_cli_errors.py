@@ -1,0 +1,73 @@
+"""Usage errors of the command line are one line on stderr (``irbm: error: ...``, exit 2) that
+say what to type instead, and come before any work or banner."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from _cli_helpers import assert_clean_error, assert_ok, run_cli
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(monkeypatch):
+    monkeypatch.setattr("irbm._threads.default_threads", lambda *args, **kwargs: 1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    run = tmp_path_factory.mktemp("errors") / "run"
+    assert_ok(run_cli("train", "rbm", "digits", "--out", run, "--n-hidden", 4, "--epochs", 1,
+                      "--cd-k", 1, "--quiet"))
+    return run
+
+
+def test_a_mistyped_family_is_one_line_with_a_suggestion(tmp_path):
+    result = run_cli("train", "ibrm", "digits", "--out", tmp_path / "run")
+    assert_clean_error(result, "invalid choice: 'ibrm'", "did you mean 'irbm'?")
+    assert "usage" not in result.err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("typed,meant", [("--n_hidden", "--n-hidden"),
+                                         ("--batchsize", "--batch-size"),
+                                         ("--eval_every", "--eval-every")])
+def test_an_option_spelled_like_its_config_key_gets_the_right_spelling(tmp_path, typed, meant):
+    result = run_cli("train", "rbm", "digits", "--out", tmp_path / "run", typed, 5)
+    assert_clean_error(result, f"unrecognized arguments: {typed} 5", f"did you mean {meant}?")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_missing_option_is_one_line_naming_the_help(tmp_path):
+    assert_clean_error(run_cli("train", "rbm", "digits"),
+                       "the following arguments are required: --out", "irbm train --help")
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["evaluate", "{run}", "--chains", -5], "--chains must be an integer >= 1, got -5"),
+    (["evaluate", "{run}", "--betas", 1], "--betas must be an integer >= 2, got 1"),
+    (["evaluate", "{run}", "--raise", -3], "--raise must be an integer >= 0, got -3"),
+    (["sample", "{run}", "--n", 0], "--n must be an integer >= 1, got 0"),
+    (["sample", "{run}", "--steps", -1], "--steps must be an integer >= 0, got -1"),
+    (["sweep", "{run}/sweep.toml", "--out", "{run}/sweep", "--workers", 0],
+     "--workers must be an integer >= 1, got 0")])
+def test_out_of_range_counts_are_refused_before_any_banner(run_dir, args, fragment):
+    result = run_cli(*(str(arg).format(run=run_dir) for arg in args))
+    assert_clean_error(result, fragment)
+    assert result.out == ""
+
+
+def test_plot_on_a_sweep_directory_names_its_trials(run_dir, tmp_path):
+    sweep = tmp_path / "sweep"
+    (sweep / "lr-0.1").mkdir(parents=True)
+    (sweep / "irbm-sweep.json").write_text(json.dumps(
+        {"format": "irbm-sweep", "version": 1, "trials": ["lr-0.1"]}))
+    for command in ("plot", "evaluate", "sample"):
+        line = assert_clean_error(run_cli(command, sweep), "is a sweep directory",
+                                  f"irbm {command} {sweep / 'lr-0.1'}", f"irbm report {sweep}")
+        assert "irbm train" not in line
