@@ -84,7 +84,7 @@ def _default_text(spec: SettingSpec) -> str:
                 families.setdefault(shown(cls.options()[spec.name]), []).append(family)
         return "default: " + ", ".join(f"{value} ({', '.join(names)})"
                                        for value, names in families.items())
-    if spec.kind is bool:
+    if spec.kind is bool and spec.default is not None:  # None: the profile's, in the help
         return "default: " + ("on" if spec.default else "off")
     return "" if spec.default is None or spec.positional else f"default: {spec.default}"
 

@@ -12,6 +12,9 @@ or range, and what resuming a run may do with it:
 
 The model options (``n_hidden``, ``beta``, ``max_hidden``) default to None, meaning "the
 family's own default" (`EnergyModel.options`); giving one the family does not take is an error.
+The training rules in `PROFILES` default to None too, meaning "the profile's" (``profile``:
+irbm's own rules, or the authors' iRBM code's); a constructed `Settings` holds them resolved,
+so `dataclasses.replace` of ``profile`` alone keeps them: build new settings instead.
 """
 
 from __future__ import annotations
@@ -29,11 +32,23 @@ import torch
 from .models import FAMILIES, family_class
 from .optim import EPSILON_PLACEMENTS, OPTIMIZERS, REGULARIZATIONS
 from .strategies import REGROUPINGS
-from .training import GROWTH_RULES
+from .training import GROWTH_RULES, RULES
 
 GROUPS = ("model", "training", "data", "evaluation", "system")
 DTYPES = ("float32", "float64")
 BINARIZATIONS = ("threshold", "stochastic")
+# The training rules each profile sets (`Settings.profile`). Options given explicitly win; the
+# growth rules apply to families that grow, epsilon_placement to ADAGRAD: elsewhere every
+# profile leaves irbm's values, which change nothing there.
+PROFILES = {
+    "irbm": {"epsilon_placement": "outside", "regularization": "proximal", "shuffle": True,
+             "chains_per_update": "all", "growth": "any", "growth_trigger": "tail",
+             "new_unit": "update", "pruning": "all"},
+    "authors": {"epsilon_placement": "inside", "regularization": "authors", "shuffle": False,
+                "chains_per_update": "rows", "growth": "chains", "growth_trigger": "last",
+                "new_unit": "chains", "pruning": "one"},
+}
+GROWTH_SETTINGS = ("growth", "growth_trigger", "new_unit", "pruning")
 # Largest n_hidden probed at construction (the probe holds n_hidden x 1 values on the CPU).
 _LARGEST_PROBE = 2**20
 
@@ -158,19 +173,32 @@ class Settings:
     batch_size: int = _setting("examples per update", "training", 64, minimum=1)
     lr: float = _setting("learning rate", "training", 0.03, above=0)
     optimizer: str = _setting("update rule", "training", "adagrad", choices=OPTIMIZERS)
-    epsilon_placement: str = _setting(
+    profile: str = _setting(
+        "training rules: 'irbm' (this library's) or 'authors' (the authors' public iRBM code: "
+        "growth on the chains' z in the last category, a new unit from the chains' gradient, "
+        "ADAGRAD's epsilon inside the root, their L1, one zero unit pruned per update, "
+        "minibatches in file order); it sets the options that name it, which, given "
+        "explicitly, win", "training", "irbm", choices=lambda: tuple(PROFILES))
+    epsilon_placement: str | None = _setting(
         "where ADAGRAD's epsilon (1e-6) sits: 'outside' the root, lr/(sqrt(G)+eps), or "
-        "'inside' it, lr/sqrt(G+eps) (the authors' code); G sums the squared gradients",
-        "training", "outside", choices=EPSILON_PLACEMENTS)
+        "'inside' it, lr/sqrt(G+eps) (the authors' code); G sums the squared gradients, this "
+        "one included", "training", None, choices=EPSILON_PLACEMENTS)
     l1: float = _setting("L1 factor (where and how: --regularization)", "training", 0.0,
                          minimum=0)
     l2: float = _setting("L2 factor (where and how: --regularization)", "training", 0.0,
                          minimum=0)
-    regularization: str = _setting(
+    regularization: str | None = _setting(
         "how L1/L2 apply: 'proximal' (l2*theta in the gradient and a soft-threshold, on the "
         "hidden weights and biases) or 'authors' (the paper's code: 4*l2*theta on the coupling "
         "weights only; L1 as l1*sign(theta) in their gradient, or a soft-threshold for families "
-        "that prune)", "training", "proximal", choices=REGULARIZATIONS)
+        "that prune)", "training", None, choices=REGULARIZATIONS)
+    shuffle: bool | None = _setting(
+        "minibatches in a new random order each epoch; --no-shuffle: in the data's order",
+        "training", None)
+    chains_per_update: str | None = _setting(
+        "persistent chains an update advances: 'all', or as many as the minibatch has rows, "
+        "the first ones ('rows', the authors' code: an epoch's last, short minibatch advances "
+        "only the first chains)", "training", None, choices=RULES["chains_per_update"])
     cd_k: int = _setting("Gibbs steps per update", "training", 10, minimum=1)
     pcd: bool = _setting("persistent chains (PCD-k); --no-pcd for CD-k", "training", True)
     seed: int = _setting("seed of the initial parameters, the Gibbs chains and the minibatch "
@@ -184,10 +212,23 @@ class Settings:
         "filter norm once, a number following the chains' recent mean z: 0.9 times it below "
         "100, else it minus 10)", "training", "all",
         choices=REGROUPINGS)
-    growth: str = _setting(
-        "what a growing model (iRBM) grows on: 'any' z sampled past its units in the update "
-        "(the paper), or 'paired' (Peng et al.'s code: a data row's z and its paired chain's "
-        "z both past them)", "training", "any", choices=GROWTH_RULES)
+    growth: str | None = _setting(
+        "which z a growing model (iRBM) grows on: 'any' z sampled in the update (the paper), "
+        "'paired' (Peng et al.'s code: a data row's z and its paired chain's z both past its "
+        "units), or 'chains' (the authors' code: z drawn on the negative chains before and "
+        "after the Gibbs steps, never the data's)", "training", None, choices=GROWTH_RULES)
+    growth_trigger: str | None = _setting(
+        "which z grows the iRBM: one past its l units ('tail'), or one at l or past it "
+        "('last': the authors' P(z|v) has l categories, the last holding z >= l)", "training",
+        None, choices=RULES["growth_trigger"])
+    new_unit: str | None = _setting(
+        "a grown unit's first step: from the update's gradient, on its weights and bias "
+        "('update'), or its weights from one step on the chains' gradient (start minus end) "
+        "and its bias 0 with an empty accumulator ('chains', the authors' code)", "training",
+        None, choices=RULES["new_unit"])
+    pruning: str | None = _setting(
+        "with L1, after each update drop 'all' trailing units whose parameters are all zero, "
+        "or at most 'one' (the authors' code)", "training", None, choices=RULES["pruning"])
     # ---------------------------------------------------------------- data
     dataset: str = _setting("mnist, caltech101, digits (embedded), or a .npy/.npz/.csv file of "
                             "0/1 rows", "data", positional=True)
@@ -227,13 +268,17 @@ class Settings:
         if self.regrouping != "all" and not self.random_permutation:
             raise ValueError(f"regrouping {self.regrouping!r} chooses which units "
                              "random_permutation permutes; turn random_permutation on too")
+        for name, value in profile_values(self.profile, cls, self.optimizer).items():
+            if getattr(self, name) is None:  # not given: the profile's
+                object.__setattr__(self, name, value)
         if self.epsilon_placement != "outside" and self.optimizer != "adagrad":
             raise ValueError(f"epsilon_placement {self.epsilon_placement!r} is ADAGRAD's; "
                              f"optimizer {self.optimizer!r} has no epsilon: use optimizer "
                              "'adagrad' or leave epsilon_placement 'outside'")
-        if self.growth != "any" and not cls.resizable:
-            raise ValueError(f"growth {self.growth!r} chooses when a model grows; {self.family} "
-                             "has a fixed number of hidden units")
+        for name in GROWTH_SETTINGS:
+            if getattr(self, name) != PROFILES["irbm"][name] and not cls.resizable:
+                raise ValueError(f"{name} {getattr(self, name)!r} chooses how a model grows or "
+                                 f"shrinks; {self.family} has a fixed number of hidden units")
         self._probe_family()
 
     def _probe_family(self):
@@ -264,8 +309,8 @@ class Settings:
         """Keyword arguments of `irbm.Trainer`."""
         return {"cd_k": self.cd_k, "persistent": self.pcd, "batch_size": self.batch_size,
                 "optimizer": self.optimizer, "lr": self.lr, "l1": self.l1, "l2": self.l2,
-                "regularization": self.regularization, "growth": self.growth,
-                "epsilon_placement": self.epsilon_placement, "seed": self.seed}
+                "regularization": self.regularization, "seed": self.seed,
+                **{name: getattr(self, name) for name in PROFILES["irbm"]}}
 
     def record(self) -> dict:
         """The settings a run directory keeps: every group but "system"."""
@@ -286,6 +331,37 @@ class Settings:
         return cls(**values)
 
 
+def profile_values(profile: str, family_cls, optimizer: str) -> dict:
+    """The values ``profile`` gives the settings it governs, for a family class and optimizer
+    (irbm's where a rule does not apply: growth rules to fixed-size families, the epsilon
+    placement to SGD)."""
+    values = dict(PROFILES[profile])
+    for name in values:
+        if (name in GROWTH_SETTINGS and not family_cls.resizable) or \
+                (name == "epsilon_placement" and optimizer != "adagrad"):
+            values[name] = PROFILES["irbm"][name]
+    return values
+
+
+def merge_settings(recorded: dict, given: dict) -> dict:
+    """A run's recorded settings updated by ``given``; when ``given`` changes the profile, the
+    settings the profile governs are derived anew (unless given too)."""
+    if given.get("profile", recorded.get("profile", "irbm")) != recorded.get("profile", "irbm"):
+        recorded = {name: value for name, value in recorded.items()
+                    if name not in PROFILES["irbm"]}
+    return {**recorded, **given}
+
+
+def _profile_help(name: str) -> str:
+    """' (default: X; with --profile authors: Y)' for a setting a profile governs."""
+    def shown(profile):
+        value = PROFILES[profile][name]
+        return {True: "on", False: "off"}.get(value, value)
+    others = "".join(f"; with --profile {profile}: {shown(profile)}" for profile in PROFILES
+                     if profile != "irbm")
+    return f" (default: {shown('irbm')}{others})"
+
+
 def _specs() -> dict[str, SettingSpec]:
     hints = typing.get_type_hints(Settings)
     specs = {}
@@ -293,8 +369,10 @@ def _specs() -> dict[str, SettingSpec]:
         kinds = [k for k in typing.get_args(hints[item.name]) or (hints[item.name],)
                  if k is not type(None)]
         optional = type(None) in typing.get_args(hints[item.name])
-        specs[item.name] = SettingSpec(item.name, kinds[0], optional, item.default,
-                                       **item.metadata)
+        metadata = dict(item.metadata)
+        if item.name in PROFILES["irbm"]:
+            metadata["help"] += _profile_help(item.name)
+        specs[item.name] = SettingSpec(item.name, kinds[0], optional, item.default, **metadata)
     return specs
 
 

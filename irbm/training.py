@@ -23,7 +23,12 @@ from .models import EnergyModel
 from .optim import Optimizer
 
 _MONITOR_ROWS = 2000  # examples used for the per-epoch metrics on the training set
-GROWTH_RULES = ("any", "paired")
+GROWTH_RULES = ("any", "paired", "chains")
+# The rules each option of the trainer takes, irbm's first (the authors' code's second where
+# it differs: see `irbm.settings.PROFILES`).
+RULES = {"growth": GROWTH_RULES, "growth_trigger": ("tail", "last"),
+         "new_unit": ("update", "chains"), "pruning": ("all", "one"),
+         "chains_per_update": ("all", "rows")}
 
 
 @dataclass
@@ -43,6 +48,11 @@ class TrainingConfig:
     regularization: str = "proximal"
     growth: str = "any"
     epsilon_placement: str = "outside"
+    growth_trigger: str = "tail"
+    new_unit: str = "update"
+    pruning: str = "all"
+    shuffle: bool = True
+    chains_per_update: str = "all"
 
 
 class Callback:
@@ -107,12 +117,32 @@ class Trainer:
         How L1 and L2 apply: irbm's convention or the authors' code's (`irbm.optim.Optimizer`).
     epsilon_placement : {"outside", "inside"}
         ADAGRAD's lr / (sqrt(G) + eps) or the authors' code's lr / sqrt(G + eps).
-    growth : {"any", "paired"}
+    growth : {"any", "paired", "chains"}
         Which sampled z a growing model (the iRBM) grows on. "any" (the paper): the largest z
         sampled anywhere in the update, in every Gibbs step and in the gradient pass. "paired"
         (Peng et al.'s code): only the gradient pass's z, and only a value that data row n and
         chain n both reached, i.e. max_n min(z_data[n], z_chain[n]) over the first
         min(rows, chains) pairs (unpaired rows or chains are ignored); growth is much rarer.
+        "chains" (the authors' code): z drawn afresh on the negative chains' start (the
+        persistent chains; the minibatch under CD) and the gradient pass's z on their end,
+        never the data's.
+    growth_trigger : {"tail", "last"}
+        Which z grows the model: one past its l units ("tail"), or one at l or past it
+        ("last": the authors' P(z | v) has l categories, the last holding z >= l).
+    new_unit : {"update", "chains"}
+        A grown unit's first step: from the update's gradient, data against chains, on all its
+        parameters ("update"); or ("chains", the authors') its coupling weights from the
+        gradient of mean F(chain start) - mean F(chain end) and a zero gradient elsewhere, so
+        its bias stays 0 with an empty accumulator and its weights' accumulator is g^2.
+    pruning : {"all", "one"}
+        With L1, after the step, drop every trailing unit with all-zero parameters, or at most
+        one per update ("one", the authors'); interior zero units stay either way.
+    shuffle : bool
+        Minibatches in a new random order each epoch, or in the data's order (the authors').
+    chains_per_update : {"all", "rows"}
+        Under PCD, advance every persistent chain each update, or as many as the minibatch has
+        rows, the first ones ("rows", the authors': their last, short minibatch of an epoch
+        advances only the first chains).
     seed : int
         Seeds the Gibbs sampler and the minibatch order.
     device : torch.device or str, optional
@@ -126,14 +156,20 @@ class Trainer:
     def __init__(self, model: EnergyModel, *, cd_k=10, persistent=True, batch_size=64,
                  optimizer="adagrad", lr=0.03, l1=0.0, l2=0.0, seed=1234, device=None,
                  n_chains=None, epsilon=1e-6, regularization="proximal", growth="any",
-                 epsilon_placement="outside", progress=True):
+                 epsilon_placement="outside", growth_trigger="tail", new_unit="update",
+                 pruning="all", shuffle=True, chains_per_update="all", progress=True):
         cd_k, batch_size = _count(cd_k, "cd_k"), _count(batch_size, "batch_size")
         n_chains = None if n_chains is None else _count(n_chains, "n_chains")
-        if growth not in GROWTH_RULES:
-            raise ValueError(f"growth must be one of {GROWTH_RULES}, got {growth!r}")
+        rules = {"growth": growth, "growth_trigger": growth_trigger, "new_unit": new_unit,
+                 "pruning": pruning, "chains_per_update": chains_per_update}
+        for name, value in rules.items():
+            if value not in RULES[name]:
+                raise ValueError(f"{name} must be one of {RULES[name]}, got {value!r}")
         self.config = TrainingConfig(cd_k, bool(persistent), batch_size, optimizer, float(lr),
                                      float(l1), float(l2), float(epsilon), n_chains,
-                                     int(seed), regularization, growth, epsilon_placement)
+                                     int(seed), regularization, growth, epsilon_placement,
+                                     growth_trigger, new_unit, pruning, bool(shuffle),
+                                     chains_per_update)
         self.device = torch.device(device) if device is not None else model.device
         try:
             self.model = model.to(self.device)
@@ -172,26 +208,37 @@ class Trainer:
         for callback in self.callbacks:
             callback.on_hidden_layout(self, index)
 
-    def _negative_phase(self, batch) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Run cd_k Gibbs steps from the persistent chains (PCD) or the batch (CD); return
-        the chains' end and the largest z sampled on the way (a tensor: no host sync here)."""
-        chains = self.chains if self.config.persistent else batch
-        largest_z = None
+    def _negative_phase(self, batch):
+        """Run cd_k Gibbs steps from the persistent chains (PCD: all of them, or as many as
+        the batch has rows) or the batch (CD); return the chains' start and end and the
+        largest z sampled on the way (a tensor, no host sync; only ``growth="any"`` uses it)."""
+        if self.config.persistent:
+            rows = self.chains.shape[0]
+            if self.config.chains_per_update == "rows":
+                rows = min(rows, batch.shape[0])
+            start = self.chains[:rows]
+        else:
+            start = batch
+        chains, largest_z = start, None
         for _ in range(self.config.cd_k):
             chains, state = self.model.gibbs_step(chains, self.gibbs_generator)
-            if state.z is not None:
+            if state.z is not None and self.config.growth == "any":
                 step_max = state.z.max()
                 largest_z = step_max if largest_z is None else torch.maximum(largest_z, step_max)
         if self.config.persistent:
-            self.chains = chains
-        return chains, largest_z
+            self.chains = chains if rows == self.chains.shape[0] else \
+                torch.cat([chains, self.chains[rows:]])
+        return start, chains, largest_z
 
-    def _gradients(self, batch, negatives):
-        """dF averaged over the batch minus dF averaged over the chains, in one pass."""
-        stacked = torch.cat([batch, negatives])
-        row_weights = torch.cat([batch.new_full((batch.shape[0],), 1.0 / batch.shape[0]),
-                                 batch.new_full((negatives.shape[0],), -1.0 / negatives.shape[0])])
-        return self.model.weighted_gradients(stacked, row_weights, self.gibbs_generator)
+    def _gradients(self, positives, negatives, generator=True):
+        """dF averaged over ``positives`` minus dF averaged over ``negatives``, in one pass
+        (with z drawn for every row unless ``generator`` is False)."""
+        stacked = torch.cat([positives, negatives])
+        row_weights = torch.cat([
+            positives.new_full((positives.shape[0],), 1.0 / positives.shape[0]),
+            negatives.new_full((negatives.shape[0],), -1.0 / negatives.shape[0])])
+        return self.model.weighted_gradients(stacked, row_weights,
+                                             self.gibbs_generator if generator else None)
 
     @torch.no_grad()
     def update(self, batch: torch.Tensor):
@@ -203,12 +250,12 @@ class Trainer:
         for callback in self.callbacks:
             callback.on_update_start(self, batch)
         with self.model.trusted_inputs():
-            negatives, largest_z = self._negative_phase(batch)
+            start, negatives, largest_z = self._negative_phase(batch)
             gradients, z = self._gradients(batch, negatives)
             self.last_z = z
             if z is not None:
-                largest_z = self._growth_z(largest_z, z, batch.shape[0])
-            growth = self.model.growth_layout(None if largest_z is None else int(largest_z))
+                largest_z = self._growth_z(largest_z, z, batch.shape[0], start)
+            growth = self._growth_layout(None if largest_z is None else int(largest_z))
             if growth is not None:
                 self.relayout_hidden(growth)
                 # The new unit takes its first step now: its gradient is non-zero even though its
@@ -216,21 +263,47 @@ class Trainer:
                 # when it can (the iRBM: only the new row is new); else compute them again.
                 grown = self.model.relayout_gradients(gradients, growth)
                 gradients = grown if grown is not None else self._gradients(batch, negatives)[0]
+                if self.config.new_unit == "chains":
+                    self._new_units_from_chains(gradients, growth, start, negatives)
         self.optimizer.step(self.model, gradients)
-        if self.config.l1 and (pruning := self.model.pruning_layout()) is not None:
+        if self.config.l1 and (pruning := self._pruning_layout()) is not None:
             self.relayout_hidden(pruning)
         self.state.updates += 1
         for callback in self.callbacks:
             callback.on_update_end(self, batch)
 
-    def _growth_z(self, negative_phase_z, z, n_rows):
-        """The z the model grows on (see ``growth``), from the negative phase's largest z and
-        the gradient pass's z (n_rows data rows, then the chains)."""
+    def _growth_z(self, negative_phase_z, z, n_rows, start=None):
+        """The z the model grows on (see ``growth``), from the negative phase's largest z,
+        the gradient pass's z (n_rows data rows, then the chains) and the chains' start."""
         if self.config.growth == "any":
             largest = z.max()
             return largest if negative_phase_z is None else torch.maximum(negative_phase_z, largest)
+        if self.config.growth == "chains":
+            start_z = self.model.sample_hidden(start, self.gibbs_generator).z
+            return torch.maximum(start_z.max(), z[n_rows:].max())
         pairs = min(n_rows, z.shape[0] - n_rows)
         return torch.minimum(z[:pairs], z[n_rows:n_rows + pairs]).max()
+
+    def _growth_layout(self, largest_z):
+        if self.config.growth_trigger == "last":
+            return self.model.growth_layout(largest_z, at_last=True)
+        return self.model.growth_layout(largest_z)
+
+    def _pruning_layout(self):
+        if self.config.pruning == "one":
+            return self.model.pruning_layout(at_most=1)
+        return self.model.pruning_layout()
+
+    def _new_units_from_chains(self, gradients, index, start, negatives):
+        """``new_unit="chains"``: in place, the rows of the units just grown (``index < 0``)
+        take, for coupling parameters, the grown model's gradient of mean F(chain start) -
+        mean F(chain end) (the chains' alone: the authors' appended zero row), and zero for
+        the other per-unit parameters."""
+        new = torch.as_tensor(index, device=self.device) < 0
+        chain_gradients, _ = self._gradients(start, negatives, generator=False)
+        for name, spec in self.model.parameter_specs.items():
+            if spec.per_unit:
+                gradients[name][new] = chain_gradients[name][new] if spec.coupling else 0
 
     # ------------------------------------------------------------------ epochs
     def _as_data(self, data) -> torch.Tensor:
@@ -287,11 +360,14 @@ class Trainer:
                    dynamic_ncols=True)
         while self.epoch < epochs and not self.stop_training:
             start = time.perf_counter()
-            order = torch.randperm(train.shape[0], generator=self.order_generator)
+            size = self.config.batch_size
+            order = torch.randperm(train.shape[0], generator=self.order_generator) \
+                if self.config.shuffle else None
             with self.model.trusted_inputs():  # checked once above
-                for first in range(0, train.shape[0], self.config.batch_size):
-                    self.update(train[order[first:first + self.config.batch_size]
-                                      .to(self.device)])
+                for first in range(0, train.shape[0], size):
+                    rows = slice(first, first + size) if order is None else \
+                        order[first:first + size].to(self.device)
+                    self.update(train[rows])
             self.state.epoch += 1
             if self.model.n_hidden != self.size_history[-1][1]:
                 self.size_history.append((self.epoch, self.model.n_hidden))
@@ -339,8 +415,10 @@ class Trainer:
             raise ckpt.CheckpointError(f"{path} is a model checkpoint, not a training state")
         recorded = metadata.get("training")
         if isinstance(recorded, dict):  # checkpoints from before these options behaved so
-            recorded = {"regularization": "proximal", "growth": "any",
-                        "epsilon_placement": "outside", **recorded}
+            later = ("regularization", "growth", "epsilon_placement", "growth_trigger",
+                     "new_unit", "pruning", "shuffle", "chains_per_update")
+            defaults = asdict(TrainingConfig())
+            recorded = {**{name: defaults[name] for name in later}, **recorded}
         known = set(TrainingConfig.__dataclass_fields__)
         if not isinstance(recorded, dict) or set(recorded) != known:
             raise ckpt.CheckpointError(f"{path}: the recorded training settings are malformed")

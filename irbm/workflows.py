@@ -25,7 +25,7 @@ from .evaluate import bracket_nll, nll, raise_nll, sampled_log_partition_floor
 from .models import build_model
 from .report import write_report
 from .sampling import sample
-from .settings import SPECS, Settings, check_model_size
+from .settings import SPECS, Settings, check_model_size, merge_settings
 from .sweep_table import expand_sweeps
 from .training import Callback, CheckpointEvery, Trainer
 
@@ -66,7 +66,7 @@ def settings_for(out, given: dict) -> Settings:
     resumable = runs.is_run(out) and (Path(out) / ckpt.TRAINER_FILE).exists()
     recorded = runs.read_settings(out).record() if resumable else {}
     _refuse_fixed_changes(out, recorded, given)
-    return Settings.from_mapping({**recorded, **given}, source="the settings")
+    return Settings.from_mapping(merge_settings(recorded, given), source="the settings")
 
 
 def _refuse_fixed_changes(out, recorded: dict, new: dict):

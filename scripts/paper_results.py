@@ -38,7 +38,7 @@ import torch
 import irbm
 from irbm import evaluate
 from irbm.datasets import load_dataset
-from irbm.settings import SPECS
+from irbm.settings import GROWTH_SETTINGS, PROFILES, SPECS
 
 # Table 2 of the paper (CalTech101 Silhouettes), keyed by (family, hidden units or "learned").
 PAPER = {
@@ -70,8 +70,7 @@ def describe(record: dict) -> tuple[str, str, dict]:
 
 
 # Settings shown beside optimizer, lr and L1 when they differ from these defaults.
-NOTED = {"regularization": "proximal", "seed": 1234, "l2": 0.0, "regrouping": "all",
-         "growth": "any", "epsilon_placement": "outside"}
+NOTED = {"seed": 1234, "l2": 0.0, "regrouping": "all", "profile": "irbm", **PROFILES["irbm"]}
 SKIPPED = {"eval_every", "eval_chains", "eval_betas", "train_size", "valid_size", "test_size",
            "binarize", "max_hidden", "dtype"}
 
@@ -90,7 +89,7 @@ def family_takes(name: str, family: str) -> bool:
         return name in cls.options()
     if name in ("random_permutation", "regrouping"):
         return cls.has_z
-    return cls.resizable if name == "growth" else True
+    return cls.resizable if name in GROWTH_SETTINGS else True
 
 
 def command_of(record: dict, run_dir=None) -> str:
@@ -103,8 +102,8 @@ def command_of(record: dict, run_dir=None) -> str:
         if key in SKIPPED or value is None or not family_takes(key, family):
             continue
         flag = "--" + key.replace("_", "-")
-        if isinstance(value, bool):  # flags: pcd is on by default, the others off
-            if value != (key == "pcd"):
+        if isinstance(value, bool):  # flags: pcd and shuffle are on by default, the others off
+            if value != (key in ("pcd", "shuffle")):
                 parts.append(flag if value else "--no-" + key.replace("_", "-"))
         else:
             parts.append(f"{flag} {value}")

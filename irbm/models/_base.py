@@ -218,12 +218,15 @@ class EnergyModel(nn.Module, abc.ABC):
         """log Z by enumerating hidden configurations (and z), visibles summed out (float64)."""
 
     # ------------------------------------------------------------------ hidden layout
-    def growth_layout(self, largest_z) -> torch.Tensor | None:
-        """Index for `relayout_hidden` after a z of ``largest_z`` was sampled (None: no change)."""
+    def growth_layout(self, largest_z, *, at_last: bool = False) -> torch.Tensor | None:
+        """Index for `relayout_hidden` after a z of ``largest_z`` was sampled (None: no change).
+        ``at_last``: grow on a z at the last unit too, not only past it (the authors' code,
+        whose P(z | v) lumps z = n_hidden and the units beyond into one last category)."""
         return None
 
-    def pruning_layout(self) -> torch.Tensor | None:
-        """Index for `relayout_hidden` dropping units that carry nothing (None: no change)."""
+    def pruning_layout(self, *, at_most: int | None = None) -> torch.Tensor | None:
+        """Index for `relayout_hidden` dropping units that carry nothing, at most ``at_most``
+        of them (None: all; the authors' code drops one per update) (None: no change)."""
         return None
 
     def relayout_hidden(self, index: torch.Tensor) -> None:

@@ -109,21 +109,25 @@ class InfiniteRBM(OrderedRBM):
     def can_grow(self) -> bool:
         return self.max_hidden is None or self.n_hidden < self.max_hidden
 
-    def growth_layout(self, largest_z):
-        """The paper's growth heuristic: a z sampled beyond l is clamped to l + 1, which adds one
-        unit with zero parameters (the distribution is unchanged) unless ``max_hidden`` is
-        reached."""
-        if largest_z is None or int(largest_z) <= self.n_hidden or not self.can_grow:
+    def growth_layout(self, largest_z, *, at_last=False):
+        """The paper's growth heuristic: a z sampled beyond l (``at_last``: at l or beyond, the
+        authors' code's last category) is clamped to l + 1, which adds one unit with zero
+        parameters (the distribution is unchanged) unless ``max_hidden`` is reached."""
+        threshold = self.n_hidden if at_last else self.n_hidden + 1
+        if largest_z is None or int(largest_z) < threshold or not self.can_grow:
             return None
         return torch.cat([torch.arange(self.n_hidden, device=self.device),
                           torch.tensor([-1], device=self.device)])
 
-    def pruning_layout(self):
-        """Drop trailing units whose weights and bias are all exactly zero (keeping at least
-        one); the distribution is unchanged."""
+    def pruning_layout(self, *, at_most=None):
+        """Drop trailing units whose weights and bias are all exactly zero, the last
+        ``at_most`` at most (None: all; at least one unit is kept); interior zero units stay.
+        The distribution is unchanged."""
         with torch.no_grad():
             alive = torch.nonzero((self.W != 0).any(1) | (self.b != 0)).flatten()
         keep = int(alive[-1]) + 1 if len(alive) else 1
+        if at_most is not None:
+            keep = max(keep, self.n_hidden - int(at_most))
         if keep >= self.n_hidden:
             return None
         return torch.arange(keep, device=self.device)
