@@ -36,7 +36,7 @@ def check_path(model, path, n_rows: int = 16, seed: int = 0):
 
 
 @torch.no_grad()
-def run_chains(path, betas, n_chains: int, seed: int, on_steps=None):
+def run_chains(path, betas, n_chains: int, seed: int, on_steps=None, step_variances=None):
     """ln w_s - ln Z_0 = sum_k [ln f_{t_k}(v_s) - ln f_{t_{k-1}}(v_s)] for ``n_chains`` chains.
 
     Parameters
@@ -45,6 +45,8 @@ def run_chains(path, betas, n_chains: int, seed: int, on_steps=None):
     betas : Tensor (M + 1,) float64, from 0 to 1.
     n_chains, seed : int
     on_steps : callable(int), optional, called with numbers of steps done (progress).
+    step_variances : list, optional
+        Receives, per step, the variance over the chains of that step's ln w increment.
 
     Returns
     -------
@@ -53,15 +55,18 @@ def run_chains(path, betas, n_chains: int, seed: int, on_steps=None):
     """
     uniforms = UniformSource(seed, path.model.device)
     path.start(path.sample_base(n_chains, uniforms), uniforms)
-    return _anneal(path, betas.tolist(), on_steps), path.visible
+    return _anneal(path, betas.tolist(), on_steps, step_variances), path.visible
 
 
-def _anneal(path, schedule: list[float], on_steps) -> torch.Tensor:
+def _anneal(path, schedule: list[float], on_steps, step_variances=None) -> torch.Tensor:
     """sum_k of path.step(t_{k-1}, t_k) over ``schedule`` (either direction), float64."""
     log_weights = torch.zeros(path.visible.shape[0], dtype=torch.float64,
                               device=path.visible.device)
     for step, (t_from, t_to) in enumerate(zip(schedule[:-1], schedule[1:])):
-        log_weights += path.step(t_from, t_to)
+        increment = path.step(t_from, t_to)
+        log_weights += increment
+        if step_variances is not None:
+            step_variances.append(float(increment.var(correction=0)))
         if on_steps is not None and (step + 1) % PROGRESS_EVERY == 0:
             on_steps(PROGRESS_EVERY)
     if on_steps is not None:

@@ -167,6 +167,61 @@ def make_betas(n_betas=None, betas=None) -> np.ndarray:
     return betas
 
 
+def tuned_betas(model, n_betas: int, *, base=None, path=None, trajectory=None, data=None,
+                pilot_chains: int = 32, pilot_betas: int = 1000, seed: int = 0) -> np.ndarray:
+    """A schedule of ``n_betas`` temperatures, shape (n_betas,), that spends them where the
+    log-weights change: equal thermodynamic length per step, measured on a pilot run.
+
+    The pilot anneals ``pilot_chains`` chains over ``pilot_betas`` evenly spaced temperatures
+    and records s_k, the spread (standard deviation over the chains) of each step's ln w
+    increment. For small steps s_k is proportional to the step's width times the local speed of
+    the path, so the cumulative sum of s_k is the thermodynamic length L(t) (Crooks 2007;
+    Grosse, Maddison & Salakhutdinov 2013, "Annealing between distributions by averaging
+    moments", who schedule AIS this way). The returned temperatures split L into equal parts:
+    with N steps each adds about the same variance, L^2 / N^2, to ln w. The schedule is fixed
+    before the estimate runs on fresh chains (another seed), so Z-hat stays unbiased; adapting
+    it during the run would not.
+
+    Parameters
+    ----------
+    model : EnergyModel
+    n_betas : int
+        Temperatures in the result, 0 and 1 included.
+    base, path, trajectory, data : as in `estimate_log_partition`.
+    pilot_chains, pilot_betas : int
+        Size of the pilot run (its cost: pilot_chains x pilot_betas Gibbs steps).
+    seed : int
+        Seed of the pilot (use another for the estimate).
+    """
+    n_betas = len(make_betas(n_betas))
+    pilot, length = thermodynamic_length(model, base=base, path=path, trajectory=trajectory,
+                                         data=data, pilot_chains=pilot_chains,
+                                         pilot_betas=pilot_betas, seed=seed)
+    return betas_of_equal_length(pilot, length, n_betas)
+
+
+def thermodynamic_length(model, *, base=None, path=None, trajectory=None, data=None,
+                         pilot_chains: int = 32, pilot_betas: int = 1000, seed: int = 0):
+    """(t (P,), L(t) (P,)): the pilot run of `tuned_betas`, L(0) = 0, strictly increasing."""
+    pilot = torch.from_numpy(make_betas(pilot_betas))
+    variances = []
+    with torch.no_grad():
+        base_bias, _ = resolve_base(model, base, data)
+        run_chains(make_path(model, base_bias, path, trajectory), pilot, int(pilot_chains),
+                   batch_seed(seed, 2**31), step_variances=variances)
+    # A floor keeps every step of positive width where the pilot saw no spread at all.
+    speed = np.sqrt(np.asarray(variances)) + 1e-3 * np.sqrt(max(variances) or 1.0)
+    return pilot.numpy(), np.concatenate([[0.0], np.cumsum(speed)])
+
+
+def betas_of_equal_length(pilot, length, n_betas: int) -> np.ndarray:
+    """``n_betas`` temperatures (n_betas,) splitting the length L(t) of `thermodynamic_length`
+    into equal parts."""
+    betas = np.interp(np.linspace(0.0, length[-1], int(n_betas)), length, pilot)
+    betas[0], betas[-1] = 0.0, 1.0  # the length is strictly increasing, so are the betas
+    return make_betas(betas=betas)
+
+
 def data_base_rate(data, model) -> torch.Tensor:
     """The data base: visible biases c0 (n_visible,) of the smoothed data marginals."""
     return model.base_visible_bias(data)

@@ -16,7 +16,16 @@ import torch
 from tqdm.auto import tqdm
 
 from ._ais_chains import check_path, run_reverse_chains
-from .ais import AISResult, batch_seed, estimate_log_partition, make_betas, make_path, resolve_base
+from .ais import (
+    AISResult,
+    batch_seed,
+    betas_of_equal_length,
+    estimate_log_partition,
+    make_betas,
+    make_path,
+    resolve_base,
+    thermodynamic_length,
+)
 from .bracket import Bracket, control_variate, verdict
 
 
@@ -265,8 +274,8 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
 
 def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                 max_seconds=None, seed=None, n_chains: int = 100, n_betas: int = 1000,
-                paths=None, trajectory=None, max_betas: int = 1_000_000,
-                progress: bool = False, echo=None) -> Bracket:
+                paths=None, trajectory=None, schedule: str = "tuned",
+                max_betas: int = 1_000_000, progress: bool = False, echo=None) -> Bracket:
     """[optimistic, conservative] around mean_n -ln p(v_n) for ``data`` (N, n_visible).
 
     Runs AIS (``n_chains`` chains) and RAISE (one reverse chain per row of a random subset of
@@ -297,6 +306,9 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         ``trajectory`` is given).
     trajectory : list of EnergyModel, optional
         Models saved while this one was trained, earliest first (`irbm.models.TrajectoryPath`).
+    schedule : "tuned" or "uniform"
+        Temperatures of equal thermodynamic length, from one pilot run per path
+        (`irbm.ais.tuned_betas`, fixed before the estimates run), or evenly spaced.
     echo : callable(str), optional
         Called with one line per level.
 
@@ -309,6 +321,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         raise ValueError(f"tolerance must be > 0 nats, got {tolerance}")
     if max_seconds is not None and not float(max_seconds) > 0:
         raise ValueError(f"max_seconds must be > 0, got {max_seconds}")
+    if schedule not in ("tuned", "uniform"):
+        raise ValueError(f'schedule must be "tuned" or "uniform", got {schedule!r}')
     paths = tuple(paths or model.ais_paths + (("trajectory",) if trajectory else ()))
     for kind in paths:
         if kind != "trajectory" or trajectory is None:
@@ -327,20 +341,32 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     free_rows = free_energies(model, subset)
     floor = sampled_log_partition_floor(model, data if base_data is None else base_data,
                                         n_chains=min(n_chains, 500), seed=seed)
+    pilots = {}  # per path: the pilot's (t, thermodynamic length), run once
+
+    def temperatures(kind, count):
+        if schedule == "uniform":
+            return make_betas(count)
+        if kind not in pilots:
+            pilots[kind] = thermodynamic_length(
+                model, base=base, path=kind, trajectory=trajectory if kind == "trajectory"
+                else None, data=base_data, seed=seed + 1)
+        return betas_of_equal_length(*pilots[kind], count)
+
     levels, n_temperatures, out_of_time = [], int(n_betas), False
     while True:
         level_started = time.perf_counter()
         level, results = {"n_betas": n_temperatures, "ais": {}, "raise": {}}, {}
         for kind in paths:
             along = trajectory if kind == "trajectory" else None
-            ais = estimate_log_partition(model, n_chains, n_temperatures, base=base, path=kind,
+            betas = temperatures(kind, n_temperatures)
+            ais = estimate_log_partition(model, n_chains, betas=betas, base=base, path=kind,
                                          trajectory=along, data=base_data, seed=seed,
                                          progress=progress)
             results[kind] = ais
             level["ais"][kind] = {"log_z": ais.log_z, "n_chains": ais.n_chains,
                                   "effective_sample_size": ais.effective_sample_size,
                                   "seconds": ais.seconds}
-            reverse = raise_nll(model, subset, n_betas=n_temperatures, seed=seed, base=base,
+            reverse = raise_nll(model, subset, betas=betas, seed=seed, base=base,
                                 path=kind, trajectory=along, base_data=base_data,
                                 progress=progress)
             whole, stderr = control_variate(free_all, free_rows, reverse.log_likelihoods)
