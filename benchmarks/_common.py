@@ -72,7 +72,27 @@ def table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in cells])
 
 
+def cpu_name() -> str:
+    """The CPU's model name and its widest vector extensions (ratios from machines with other
+    ones are not comparable)."""
+    import platform
+    name, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in open("/proc/cpuinfo"):
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                name = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+                break
+    except OSError:
+        pass
+    vectors = [flag for flag in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if flag in flags]
+    return f"{name} ({', '.join(vectors) or 'no AVX2'})"
+
+
 def conditions(busy: bool) -> str:
     load = open("/proc/loadavg").read().split()[0] if sys.platform == "linux" else "?"
-    return (f"torch {torch.__version__}, float32, 1-min load average {load} at start"
+    return (f"{cpu_name()}; torch {torch.__version__}, float32, 1-min load average {load} at "
+            "start"
             + (", one core kept busy by a spinning process (--busy)" if busy else ""))

@@ -1,0 +1,99 @@
+"""The budget each estimator needs to bracket the average NLL within a tolerance, side by side.
+
+For each model, each annealing path on its own with evenly spaced and with pilot-tuned
+temperatures, then all paths together (what `irbm evaluate --bracket` runs), via
+`irbm.evaluate.bracket_nll`: temperatures doubled until the bracket is ``--tolerance`` wide and
+converged, or ``--max-seconds`` per estimator. Models: block-diagonal ones whose ln Z is exact
+(`irbm.models.block_diagonal`; their "data" are Gibbs samples of the model), and trained models
+given as run directories (their test set, base rate from their training set).
+
+    python benchmarks/bench_bracket.py [--quick] [--exact 500 2000] [--run RUN ...]
+        [--chains 100] [--rows 300] [--tolerance 1.0] [--max-seconds 1800]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from _common import conditions, table, threads
+
+from irbm import runs
+from irbm.evaluate import bracket_nll, free_energies
+from irbm.models import block_diagonal
+
+
+def exact_models(sizes, families, n_visible, block_size, n_rows):
+    """(label, model, test rows, base rows, exact average NLL) per family and size."""
+    for family in families:
+        for n_hidden in sizes:
+            options = {} if family == "rbm" else {"beta": 1.01}
+            model, log_z = block_diagonal(family, n_visible, n_hidden, block_size=block_size,
+                                          **options)
+            generator = torch.Generator().manual_seed(0)
+            rows = torch.rand(2 * n_rows, n_visible, generator=generator).lt(0.5).float()
+            for _ in range(200):  # the blocks are small: the chains mix in a few steps
+                rows, _ = model.gibbs_step(rows, generator)
+            test, base = rows[:n_rows], rows[n_rows:]
+            exact = float(free_energies(model, test).mean()) + log_z
+            yield f"{family} block-diagonal", model, test, base, exact
+
+
+def trained_models(run_dirs):
+    for run_dir in run_dirs:
+        dataset = runs.load_run_dataset(run_dir)
+        model, source = runs.run_model(run_dir, which="latest")
+        yield (f"{model.family} {run_dir} (epoch {source.epoch})", model,
+               torch.as_tensor(dataset.test), torch.as_tensor(dataset.train), None)
+
+
+def estimators(model):
+    """(name, bracket_nll options): each path alone, uniform then tuned; then all paths."""
+    for path in model.ais_paths:
+        for schedule in ("uniform", "tuned"):
+            yield f"{path}, {schedule}", {"paths": (path,), "schedule": schedule}
+    if len(model.ais_paths) > 1:
+        yield "all paths, tuned (default)", {"schedule": "tuned"}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke test)")
+    parser.add_argument("--exact", type=int, nargs="*", default=[500, 2000],
+                        help="hidden sizes of the exact block-diagonal models")
+    parser.add_argument("--families", nargs="*", default=["rbm", "orbm", "irbm"])
+    parser.add_argument("--run", nargs="*", default=[], help="trained run directories")
+    parser.add_argument("--chains", type=int, default=100)
+    parser.add_argument("--rows", type=int, default=300)
+    parser.add_argument("--betas", type=int, default=500, help="first level's temperatures")
+    parser.add_argument("--tolerance", type=float, default=1.0)
+    parser.add_argument("--max-seconds", type=float, default=1800.0)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    n_visible, block_size = 784, 16
+    if args.quick:
+        args.exact, n_visible, block_size, args.rows = [12], 24, 6, 20
+        args.chains, args.betas, args.max_seconds, args.run = 8, 20, 5.0, []
+    print(f"# bracket budgets: {conditions(False)}; {args.chains} AIS chains per path, RAISE on "
+          f"{args.rows} rows, tolerance {args.tolerance:g}, at most {args.max_seconds:g} s each, "
+          f"{args.threads} thread(s)\n")
+    rows = []
+    with threads(args.threads):
+        models = list(exact_models(args.exact, args.families, n_visible, block_size, args.rows))
+        models += list(trained_models(args.run))
+        for label, model, test, base, exact in models:
+            for name, options in estimators(model):
+                bracket = bracket_nll(model, test, base_data=base, rows=min(args.rows, len(test)),
+                                      tolerance=args.tolerance, max_seconds=args.max_seconds,
+                                      seed=0, n_chains=args.chains, n_betas=args.betas,
+                                      **options)
+                rows.append([label, model.n_hidden, name, bracket.n_betas, bracket.seconds,
+                             bracket.optimistic, bracket.conservative, bracket.width,
+                             "yes" if bracket.certified else "no",
+                             "-" if exact is None else f"{exact:.2f}"])
+    print(table(["model", "hidden", "estimator", "temperatures", "seconds", "optimistic",
+                 "conservative", "width", "certified", "exact NLL"], rows))
+
+
+if __name__ == "__main__":
+    main()
