@@ -39,6 +39,8 @@ def demo(out_dir: Path, *, quick: bool = False, device=None, echo=None) -> Path:
     epochs = QUICK_EPOCHS if quick else EPOCHS
     chains, betas = (QUICK_CHAINS, QUICK_BETAS) if quick else (CHAINS, BETAS)
     start = time.perf_counter()
+    say("The models are trained without --eval-every (no model selection), so each one "
+        "evaluated is the latest.")
     run_dirs = []
     for family, options in MODELS:
         run_dir = out_dir / family
@@ -47,7 +49,9 @@ def demo(out_dir: Path, *, quick: bool = False, device=None, echo=None) -> Path:
         settings = Settings(family=family, dataset=DATASET, epochs=epochs, **options)
         train_run(settings, run_dir, device=device, echo=say, epoch_lines=False)
         say(f"== {family}: AIS with {chains} chains and {betas} temperatures")
-        evaluate_run(run_dir, n_chains=chains, n_betas=betas, device=device, echo=say)
+        # Without --eval-every there is no best model: evaluate the latest, and say so once.
+        evaluate_run(run_dir, n_chains=chains, n_betas=betas, which="latest", device=device,
+                     echo=say)
         plot_run(run_dir, device=device, echo=say)
     markdown, html = report_runs(run_dirs, out_dir / "report")
     say(markdown.read_text())

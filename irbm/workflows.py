@@ -167,11 +167,17 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
                              f"model in {out} has {n_visible} visible units")
         trainer = Trainer.from_checkpoint(out, device=device, progress=False, force=force,
                                           **settings.training_options())
+        if settings.epochs < trainer.epoch:  # nothing to train, and files not to rewrite
+            raise ValueError(f"{out} is at epoch {trainer.epoch}; --epochs {settings.epochs} "
+                             "would not train it: raise --epochs to train further (the run is "
+                             "left as it is)")
         message = (f"resuming {out} at epoch {trainer.epoch} "
                    f"({trainer.model.n_hidden} hidden units)")
     else:
         trainer = _new_trainer(settings, dataset.n_visible, device)
-        message = f"training a {settings.family} on {dataset!r} into {out}"
+        name = trainer.model.display_name
+        article = "an" if name[:1].lower() in "aeio" or name[:1] in "FHLMNRSX" else "a"
+        message = f"training {article} {name} on {dataset!r} into {out}"
     # Everything is checked: from here on, files are written.
     runs.check_writable(out)
     if not resuming:

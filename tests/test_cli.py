@@ -41,7 +41,7 @@ from irbm.ais import estimate_log_partition
 from irbm.checkpoint import read_checkpoint
 from irbm.datasets import load_dataset
 from irbm.evaluate import nll
-from irbm.runs import BEST_FILE, load_run_model, model_digest
+from irbm.runs import BEST_FILE, data_digest, load_run_model, model_digest
 from irbm.settings import CONFIG_KEYS, SPECS
 
 SMALL = ["--train-size", 300, "--valid-size", 100, "--test-size", 100]
@@ -159,7 +159,7 @@ def test_train_writes_a_run_directory(pipeline, key):
     family, dataset, _ = RUNS[key]
     run_dir = pipeline_run(pipeline, key)
     train_output = pipeline.outputs[key, "train"].out
-    assert f"training a {family}" in train_output and "done: epoch 2" in train_output
+    assert f"training an {NAMES[family]} on" in train_output and "done: epoch 2" in train_output
 
     marker = json.loads((run_dir / "irbm-run.json").read_text())
     assert marker == {"format": "irbm-run", "version": 1}
@@ -170,8 +170,10 @@ def test_train_writes_a_run_directory(pipeline, key):
     assert {k: settings[k] for k in ("train_size", "valid_size", "test_size", "binarize")} == {
         "train_size": 300, "valid_size": 100, "test_size": 100, "binarize": None}
     assert "threads" not in settings  # how a run was computed, not what it is
+    # The whole dataset's digest (the run reads no directory for the embedded digits).
     assert config["dataset"] == {"name": "digits", "n_visible": 64, "image_shape": [8, 8],
-                                 "pixel_order": "C"}
+                                 "pixel_order": "C", "data_dir": None,
+                                 "sha256": data_digest(load_dataset("digits"))}
     history = json.loads((run_dir / "history.json").read_text())["history"]
     assert [h["epoch"] for h in history] == [1, 2]
     assert all(math.isfinite(h["train_free_energy"]) for h in history)

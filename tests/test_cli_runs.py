@@ -113,7 +113,7 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_again(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "irbm-run.json"]
     result = run_cli("train", "rbm", "digits", "--out", out, *TINY)
     assert_ok(result)
-    assert "training a rbm" in result.out and "done: epoch 1" in result.out
+    assert "training an RBM" in result.out and "done: epoch 1" in result.out
 
 
 def test_a_marker_of_another_format_version_is_refused(run_dir):
@@ -155,6 +155,15 @@ def test_training_that_runs_away_stops_keeping_the_last_sound_checkpoint(run_dir
     result = run_cli("train", "rbm", "digits", "--out", run_dir, *TINY, "--epochs", 2)
     assert_ok(result)
     assert "at epoch 1" in result.out
+
+
+def test_training_a_run_to_fewer_epochs_than_it_has_is_refused(run_dir):
+    assert_ok(run_cli("train", "rbm", "digits", "--out", run_dir, *TINY, "--epochs", 2))
+    refused(run_dir.parent, ["train", "rbm", "digits", "--out", run_dir, *TINY],
+            [f"{run_dir} is at epoch 2", "--epochs 1", "raise --epochs", "left as it is"])
+    result = run_cli("train", "rbm", "digits", "--out", run_dir, *TINY, "--epochs", 2)
+    assert_ok(result)  # as many: nothing to do, and said so
+    assert "at epoch 2" in result.out
 
 
 # ---------------------------------------------------------------------------- inputs
