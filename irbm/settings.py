@@ -31,24 +31,13 @@ import torch
 
 from .models import FAMILIES, family_class
 from .optim import EPSILON_PLACEMENTS, OPTIMIZERS, REGULARIZATIONS
+from .profiles import GROWTH_SETTINGS, PROFILES, profile_help, profile_values
 from .strategies import REGROUPINGS
 from .training import GROWTH_RULES, RULES
 
 GROUPS = ("model", "training", "data", "evaluation", "system")
 DTYPES = ("float32", "float64")
 BINARIZATIONS = ("threshold", "stochastic")
-# The training rules each profile sets (`Settings.profile`). Options given explicitly win; the
-# growth rules apply to families that grow, epsilon_placement to ADAGRAD: elsewhere every
-# profile leaves irbm's values, which change nothing there.
-PROFILES = {
-    "irbm": {"epsilon_placement": "outside", "regularization": "proximal", "shuffle": True,
-             "chains_per_update": "all", "growth": "any", "growth_trigger": "tail",
-             "new_unit": "update", "pruning": "all"},
-    "authors": {"epsilon_placement": "inside", "regularization": "authors", "shuffle": False,
-                "chains_per_update": "rows", "growth": "chains", "growth_trigger": "last",
-                "new_unit": "chains", "pruning": "one"},
-}
-GROWTH_SETTINGS = ("growth", "growth_trigger", "new_unit", "pruning")
 # Largest n_hidden probed at construction (the probe holds n_hidden x 1 values on the CPU).
 _LARGEST_PROBE = 2**20
 
@@ -331,37 +320,6 @@ class Settings:
         return cls(**values)
 
 
-def profile_values(profile: str, family_cls, optimizer: str) -> dict:
-    """The values ``profile`` gives the settings it governs, for a family class and optimizer
-    (irbm's where a rule does not apply: growth rules to fixed-size families, the epsilon
-    placement to SGD)."""
-    values = dict(PROFILES[profile])
-    for name in values:
-        if (name in GROWTH_SETTINGS and not family_cls.resizable) or \
-                (name == "epsilon_placement" and optimizer != "adagrad"):
-            values[name] = PROFILES["irbm"][name]
-    return values
-
-
-def merge_settings(recorded: dict, given: dict) -> dict:
-    """A run's recorded settings updated by ``given``; when ``given`` changes the profile, the
-    settings the profile governs are derived anew (unless given too)."""
-    if given.get("profile", recorded.get("profile", "irbm")) != recorded.get("profile", "irbm"):
-        recorded = {name: value for name, value in recorded.items()
-                    if name not in PROFILES["irbm"]}
-    return {**recorded, **given}
-
-
-def _profile_help(name: str) -> str:
-    """' (default: X; with --profile authors: Y)' for a setting a profile governs."""
-    def shown(profile):
-        value = PROFILES[profile][name]
-        return {True: "on", False: "off"}.get(value, value)
-    others = "".join(f"; with --profile {profile}: {shown(profile)}" for profile in PROFILES
-                     if profile != "irbm")
-    return f" (default: {shown('irbm')}{others})"
-
-
 def _specs() -> dict[str, SettingSpec]:
     hints = typing.get_type_hints(Settings)
     specs = {}
@@ -371,7 +329,7 @@ def _specs() -> dict[str, SettingSpec]:
         optional = type(None) in typing.get_args(hints[item.name])
         metadata = dict(item.metadata)
         if item.name in PROFILES["irbm"]:
-            metadata["help"] += _profile_help(item.name)
+            metadata["help"] += profile_help(item.name)
         specs[item.name] = SettingSpec(item.name, kinds[0], optional, item.default, **metadata)
     return specs
 

@@ -25,7 +25,7 @@ from .optim import Optimizer
 _MONITOR_ROWS = 2000  # examples used for the per-epoch metrics on the training set
 GROWTH_RULES = ("any", "paired", "chains")
 # The rules each option of the trainer takes, irbm's first (the authors' code's second where
-# it differs: see `irbm.settings.PROFILES`).
+# it differs: see `irbm.profiles`).
 RULES = {"growth": GROWTH_RULES, "growth_trigger": ("tail", "last"),
          "new_unit": ("update", "chains"), "pruning": ("all", "one"),
          "chains_per_update": ("all", "rows")}

@@ -23,9 +23,10 @@ from .ais import estimate_log_partition
 from .datasets import ALIASES, LOADERS, load_dataset
 from .evaluate import bracket_nll, nll, raise_nll, sampled_log_partition_floor
 from .models import build_model
+from .profiles import merge_settings
 from .report import write_report
 from .sampling import sample
-from .settings import SPECS, Settings, check_model_size, merge_settings
+from .settings import SPECS, Settings, check_model_size
 from .sweep_table import expand_sweeps
 from .training import Callback, CheckpointEvery, Trainer
 
