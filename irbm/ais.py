@@ -94,7 +94,8 @@ class AISResult:
     def reliability_warnings(self) -> list[str]:
         """Plain-words problems of this estimate, each with what to do; empty when none.
 
-        Threshold: an effective sample size below 10% of the chains (and below 30 chains).
+        Threshold: an effective sample size below max(10% of the chains, 30), or below all
+        the chains when there are fewer than 30.
         Measured on a 411-unit CalTech101 iRBM (500 chains x 20,000 temperatures): the model
         base gave ESS 3-4 and two seeds 5 nats apart, underestimating ln Z; the data base gave
         ESS ~120 and seeds that agreed within the error bars. Seeds that agree are no evidence;
@@ -108,12 +109,13 @@ class AISResult:
                 f"AIS effective sample size is {ess:.1f} of {self.n_chains} chains (the top "
                 f"chain holds {100 * self.top_chain_share:.0f}% of the weight): ln Z is likely "
                 "underestimated, so the NLL looks too good. Use more temperatures, more chains, "
-                + {"data": "or the other base (--base model).",
-                   "model": "or the other base (--base data)."}.get(
-                       self.base, "or the data base (--base data).")
+                + {"data": 'or the other base (base="model"; irbm evaluate --base model).',
+                   "model": 'or the other base (base="data"; irbm evaluate --base data).'}.get(
+                       self.base, 'or the data base (base="data"; irbm evaluate --base data).')
                 + ("" if self.path.startswith("linear") else
                    " Each path gives a stochastic lower bound of ln Z: compare the linear one "
-                   "(--ais-path linear) and keep the higher."))
+                   '(path="linear"; irbm evaluate --ais-path linear) and keep the higher, or '
+                   "bracket the NLL (irbm.evaluate.bracket_nll; irbm evaluate --bracket)."))
         if not math.isfinite(self.log_z_low):
             problems.append("the lower 3-sigma bound of Z is not positive (ln = -inf): the "
                             "weights are too spread for the interval to mean much")

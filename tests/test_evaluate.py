@@ -94,9 +94,11 @@ def test_effective_sample_size_and_top_share_on_constructed_weights():
     assert dominant.top_chain_share == pytest.approx(1.0, abs=1e-9)
     warnings = dominant.reliability_warnings()
     assert warnings and "effective sample size is 1.0 of 200" in warnings[0]
-    assert "other base (--base data)" in warnings[0] and not dominant.reliable
+    assert 'other base (base="data"; irbm evaluate --base data)' in warnings[0]
+    assert not dominant.reliable
     dominant.base = "data"
-    assert "other base (--base model)" in dominant.reliability_warnings()[0]
+    assert 'other base (base="model"; irbm evaluate --base model)' in \
+        dominant.reliability_warnings()[0]
     # Two equal heavy chains: ESS 2 exactly.
     two = _result_with(torch.cat([torch.tensor([40.0, 40.0]), torch.zeros(98)]))
     assert two.effective_sample_size == pytest.approx(2.0, abs=1e-9)
