@@ -270,3 +270,38 @@ def test_the_commands_in_the_committed_results_run_as_pasted():
         assert args.out
         if settings.family == "rbm":
             assert "--regrouping" not in command and "--growth" not in command, command
+
+
+def test_bracket_table_is_generated_from_the_models_evaluations(tmp_path, monkeypatch):
+    """scripts/bracket_results.py brackets a model once (--evaluate), then writes every number
+    of its row from the model's evaluation.json, with commands that parse as pasted."""
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # as `python scripts/...` has it
+    spec = importlib.util.spec_from_file_location("bracket_results",
+                                                  SCRIPT.parent / "bracket_results.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    model_dir = tmp_path / "models" / "irbm-digits"
+    assert cli_main(["train", "irbm", "digits", "--out", str(model_dir), "--epochs", "1",
+                     "--quiet", "--l1", "1e-3"]) == 0
+    out = tmp_path / "results" / "brackets"
+    budget = ["--chains", "10", "--rows", "20", "--max-seconds", "20"]
+    with pytest.raises(SystemExit, match="has no bracket"):
+        script.main([str(model_dir), "--out", str(out)])
+    assert script.main([str(model_dir), "--out", str(out), "--evaluate", *budget]) == 0
+    records = irbm.runs.read_evaluations(model_dir)
+    assert len(records) == 1 and records[0]["bracket"]["n_rows"] == 20
+    assert script.main([str(model_dir), "--out", str(out), "--evaluate", *budget]) == 0
+    assert len(irbm.runs.read_evaluations(model_dir)) == 1  # bracketed once, not again
+    bracket = records[0]["bracket"]
+    (row,) = json.loads(out.with_suffix(".json").read_text())
+    assert row["bracket"] == bracket
+    table = out.with_suffix(".md").read_text()
+    cells = [line for line in table.splitlines() if line.startswith("| iRBM")][0].split(" | ")
+    assert [float(cells[k]) for k in (4, 5, 6)] == [
+        round(bracket[key], 2) for key in ("optimistic", "conservative", "width")]
+    assert cells[7].startswith("yes" if bracket["certified"] else "no")
+    train = re.findall(r"^- `(irbm train [^`]*)`$", table, re.MULTILINE)
+    assert len(train) == 1 and _parsed_train_command(train[0])[0].out
+    (evaluate_line,) = re.findall(r"then `(irbm evaluate [^`]*)`", table)
+    args = irbm.cli.build_parser().parse_args(shlex.split(evaluate_line)[1:])
+    assert args.bracket and Path(args.run) == model_dir and args.raise_rows == 20
