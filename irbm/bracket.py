@@ -39,7 +39,8 @@ class Bracket:
     ----------
     optimistic, conservative : float
         Average NLL over the whole ``data``: mean F + the highest ln Z lower bound, and mean F +
-        RAISE's control-variate estimate of ln Z from the subset.
+        RAISE's control-variate estimate of ln Z from the subset; each the best over all
+        levels of temperatures and all paths (every level draws independent chains).
     width : float
         conservative - optimistic (negative when the sides cross).
     certified : bool
@@ -62,7 +63,9 @@ class Bracket:
     tolerance : float
     levels : list of dict
         One record per number of temperatures tried: per path, AIS ln Z and its effective sample
-        size, RAISE's conservative NLL, and the level's seconds.
+        size, RAISE's conservative NLL; the level's own sides (``own_optimistic``,
+        ``own_conservative``) and the best of all levels so far (``optimistic``,
+        ``conservative``); the level's seconds.
     ais : AISResult or None
         The last level's best AIS run (per-chain weights, samples, diagnostics).
     """
@@ -134,6 +137,17 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time: bool) -> list[
     elif width > tolerance:
         reasons.append(f"the bracket is {width:.2f} nats wide, more than the tolerance "
                        f"({tolerance:g})" + _suspect(levels))
+    # The last level must agree with the best bounds kept from earlier ones: a level whose AIS
+    # falls far below an earlier level's ln Z shows weights that hinge on a few lucky chains.
+    behind = last["optimistic"] - last.get("own_optimistic", last["optimistic"])
+    if behind > tolerance / 2:
+        reasons.append(f"the last level's AIS gives an NLL {behind:.2f} nats below the best "
+                       f"earlier level's (ln Z that much lower): its weights hinge on a few "
+                       "chains that find mass the others miss; use more chains")
+    above = last.get("own_conservative", last["conservative"]) - last["conservative"]
+    if above > tolerance / 2:
+        reasons.append(f"the last level's RAISE NLL is {above:.2f} nats above an earlier "
+                       "level's: its reverse chains are too noisy; use more rows")
     if len(levels) < 2:
         reasons.append("only one number of temperatures was run: convergence is unchecked")
     else:

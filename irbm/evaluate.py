@@ -356,38 +356,55 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     while True:
         level_started = time.perf_counter()
         level, results = {"n_betas": n_temperatures, "ais": {}, "raise": {}}, {}
+        # Levels draw independent chains, so their bounds are independent estimates.
+        level_seed = seed if not levels else batch_seed(seed, 1000 + len(levels))
         for kind in paths:
             along = trajectory if kind == "trajectory" else None
             betas = temperatures(kind, n_temperatures)
             ais = estimate_log_partition(model, n_chains, betas=betas, base=base, path=kind,
-                                         trajectory=along, data=base_data, seed=seed,
-                                         progress=progress)
+                                         trajectory=along, data=base_data,
+                                         seed=level_seed, progress=progress)
             results[kind] = ais
             level["ais"][kind] = {"log_z": ais.log_z, "n_chains": ais.n_chains,
                                   "effective_sample_size": ais.effective_sample_size,
                                   "seconds": ais.seconds}
-            reverse = raise_nll(model, subset, betas=betas, seed=seed, base=base,
+            reverse = raise_nll(model, subset, betas=betas, seed=level_seed, base=base,
                                 path=kind, trajectory=along, base_data=base_data,
                                 progress=progress)
             whole, stderr = control_variate(free_all, free_rows, reverse.log_likelihoods)
             level["raise"][kind] = {"rows": reverse.mean, "whole": whole, "stderr": stderr,
                                     "seconds": reverse.seconds}
         best_path = max(paths, key=lambda kind: level["ais"][kind]["log_z"])
-        log_z = max(level["ais"][best_path]["log_z"], floor)
         tightest = min(paths, key=lambda kind: level["raise"][kind]["whole"])
+        level.update(best_path=best_path, raise_path=tightest,
+                     own_optimistic=float(free_all.mean()) + max(
+                         level["ais"][best_path]["log_z"], floor),
+                     own_conservative=level["raise"][tightest]["whole"])
+        # Each side keeps the best bound of any level: every AIS ln Z is a stochastic lower
+        # bound of ln Z and every RAISE NLL a stochastic upper bound of the NLL, whatever the
+        # schedule, so a later level that misses mass an earlier one found does not undo it.
+        kept = levels[-1] if levels else None
+        if kept is None or level["own_optimistic"] > kept["optimistic"]:
+            log_z, ais_kept = max(level["ais"][best_path]["log_z"], floor), results[best_path]
+        else:
+            log_z = kept["log_z"]
+        if kept is None or level["own_conservative"] < kept["conservative"]:
+            side = level["raise"][tightest]
+            conservative = (side["whole"], side["rows"], side["stderr"])
+        else:
+            conservative = (kept["conservative"], kept["conservative_rows"],
+                            kept["conservative_stderr"])
         level.update(
-            best_path=best_path, raise_path=tightest, log_z=log_z,
-            optimistic=float(free_all.mean()) + log_z,
+            log_z=log_z, optimistic=float(free_all.mean()) + log_z,
             optimistic_rows=float(free_rows.mean()) + log_z,
-            conservative=level["raise"][tightest]["whole"],
-            conservative_rows=level["raise"][tightest]["rows"],
-            conservative_stderr=level["raise"][tightest]["stderr"],
-            seconds=time.perf_counter() - level_started)
+            conservative=conservative[0], conservative_rows=conservative[1],
+            conservative_stderr=conservative[2], seconds=time.perf_counter() - level_started)
         levels.append(level)
         if echo is not None:
-            echo(f"  {n_temperatures} temperatures: NLL in [{level['optimistic']:.2f}, "
-                 f"{level['conservative']:.2f}] (AIS {best_path}, RAISE {tightest}; "
-                 f"{level['seconds']:.0f} s)")
+            echo(f"  {n_temperatures} temperatures: NLL in [{level['own_optimistic']:.2f}, "
+                 f"{level['own_conservative']:.2f}] (AIS {best_path}, RAISE {tightest}; "
+                 f"{level['seconds']:.0f} s); best of all levels: "
+                 f"[{level['optimistic']:.2f}, {level['conservative']:.2f}]")
         if not verdict(levels, tolerance=tolerance, out_of_time=False):
             break
         elapsed = time.perf_counter() - started
@@ -405,4 +422,4 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                    last["optimistic_rows"], last["conservative_rows"],
                    last["conservative_stderr"], last["log_z"], floor, n_rows,
                    last["n_betas"], int(n_chains), time.perf_counter() - started, tolerance,
-                   levels, results[last["best_path"]])
+                   levels, ais_kept)

@@ -1,0 +1,64 @@
+"""The certification rules of a bracket (`irbm.bracket.verdict`) and its control variate, on
+hand-made levels: each rule fires on the case it names and only there."""
+
+import math
+
+import pytest
+import torch
+
+from irbm.bracket import control_variate, verdict
+
+
+def level(n_betas, optimistic, conservative, *, own=None, stderr=0.05, ess=80.0, chains=100):
+    own_optimistic, own_conservative = own or (optimistic, conservative)
+    return {"n_betas": n_betas, "optimistic": optimistic, "conservative": conservative,
+            "own_optimistic": own_optimistic, "own_conservative": own_conservative,
+            "conservative_stderr": stderr, "best_path": "linear",
+            "ais": {"linear": {"effective_sample_size": ess, "n_chains": chains}}}
+
+
+def test_a_narrow_converged_bracket_is_certified():
+    assert verdict([level(1000, 100.0, 100.9), level(2000, 100.1, 100.8)], tolerance=1.0,
+                   out_of_time=False) == []
+
+
+@pytest.mark.parametrize("levels, fragment", [
+    ([level(1000, 100.0, 100.5)], "only one number of temperatures"),
+    ([level(1000, 99.0, 101.0), level(2000, 100.0, 100.5)], "optimistic side moved by +1.00"),
+    ([level(1000, 100.0, 101.4), level(2000, 100.1, 100.8)], "conservative side moved by -0.60"),
+    ([level(1000, 100.0, 103.0), level(2000, 100.1, 102.9)], "2.80 nats wide"),
+    ([level(1000, 100.0, 100.5), level(2000, 100.0, 100.5, own=(97.6, 100.5))],
+     "2.40 nats below the best earlier level"),
+    ([level(1000, 100.0, 100.5), level(2000, 100.0, 100.5, own=(100.0, 101.7))],
+     "1.20 nats above an earlier level"),
+    ([level(1000, 100.0, 100.5, stderr=0.4), level(2000, 100.0, 100.5, stderr=0.4)],
+     "standard error is 0.40"),
+    ([level(1000, 105.0, 100.0), level(2000, 105.0, 100.0)], "the sides cross by 5.00"),
+])
+def test_each_rule_says_why(levels, fragment):
+    reasons = verdict(levels, tolerance=1.0, out_of_time=False)
+    assert any(fragment in reason for reason in reasons), reasons
+
+
+def test_which_side_is_suspect_and_the_time_budget_are_named():
+    levels = [level(1000, 100.0, 104.0), level(2000, 100.1, 103.0, ess=3.0)]
+    reasons = verdict(levels, tolerance=1.0, out_of_time=True)
+    assert "optimistic side is suspect: its AIS weights are degenerate" in reasons[0]
+    assert "conservative side is suspect: it still fell by 1.00" in reasons[0]
+    assert reasons[-1] == "stopped at the time budget after 2000 temperatures"
+    # Certified brackets never mention the budget.
+    assert verdict([level(1000, 100.0, 100.5), level(2000, 100.0, 100.5)], tolerance=1.0,
+                   out_of_time=True) == []
+
+
+def test_control_variate_scales_the_rows_estimate_of_ln_z_to_the_whole_set():
+    free_all = torch.tensor([-10.0, -20.0, -30.0, -40.0], dtype=torch.float64)
+    free_rows = free_all[:2]
+    log_z = 50.0
+    exact_rows = -(free_rows + log_z)  # ln p(v) = -F(v) - ln Z
+    whole, stderr = control_variate(free_all, free_rows, exact_rows)
+    assert whole == pytest.approx(float(free_all.mean()) + log_z) and stderr == 0.0
+    noisy = exact_rows - torch.tensor([0.5, 1.5], dtype=torch.float64)
+    whole, stderr = control_variate(free_all, free_rows, noisy)
+    assert whole == pytest.approx(float(free_all.mean()) + log_z + 1.0)
+    assert stderr == pytest.approx(float(torch.tensor([0.5, 1.5]).std()) / math.sqrt(2))
