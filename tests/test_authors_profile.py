@@ -356,3 +356,20 @@ def test_resuming_with_another_profile_is_a_change_of_the_rules_it_sets(tmp_path
     with pytest.raises(ValueError, match="different settings"):
         train_run(switched, tmp_path / "run", epoch_lines=False)
     assert settings_for(tmp_path / "run", {"epochs": 2}).growth == "any"
+
+
+def test_growth_data_grows_on_the_data_z_alone():
+    """z >= l certain on the data and impossible on the chains: 'data' grows; the reverse case
+    (the chains' start in the last category, the data never) does not."""
+    W, b = GATE_DOWN.double(), torch.tensor([0.5, 20.0], dtype=torch.float64)
+    G = accumulators(2)
+    data = rows(3, fixed={0: 0.0, 1: 0.0, 2: 0.0, 3: 1.0, 4: 1.0, 5: 1.0})
+    start = rows(4, fixed={0: 1.0, 1: 1.0, 2: 1.0})
+    assert one_update(W, b, G, data, start, profile="irbm", growth="data",
+                      growth_trigger="last")[0].model.n_hidden == 3
+    data = rows(11, fixed={0: 1.0, 1: 1.0, 2: 1.0})
+    start = rows(12, fixed={0: 0.0, 1: 0.0, 2: 0.0, 3: 1.0, 4: 1.0})
+    assert one_update(W, b, G, data, start, profile="irbm", growth="chains",
+                      growth_trigger="last")[0].model.n_hidden == 3
+    assert one_update(W, b, G, data, start, profile="irbm", growth="data",
+                      growth_trigger="last")[0].model.n_hidden == 2
