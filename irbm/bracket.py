@@ -140,21 +140,25 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time: bool) -> list[
     # The last level must agree with the best bounds kept from earlier ones: a level whose AIS
     # falls far below an earlier level's ln Z shows weights that hinge on a few lucky chains.
     behind = last["optimistic"] - last.get("own_optimistic", last["optimistic"])
-    if behind > tolerance / 2:
+    if behind > max(tolerance / 2, 3 * last.get("own_optimistic_sigma", 0.0)):
         reasons.append(f"the last level's AIS gives an NLL {behind:.2f} nats below the best "
                        f"earlier level's (ln Z that much lower): its weights hinge on a few "
                        "chains that find mass the others miss; use more chains")
     above = last.get("own_conservative", last["conservative"]) - last["conservative"]
-    if above > tolerance / 2:
+    if above > max(tolerance / 2, 3 * last.get("own_conservative_stderr", 0.0)):
         reasons.append(f"the last level's RAISE NLL is {above:.2f} nats above an earlier "
                        "level's: its reverse chains are too noisy; use more rows")
     if len(levels) < 2:
         reasons.append("only one number of temperatures was run: convergence is unchecked")
     else:
         before = levels[-2]
-        for side in ("optimistic", "conservative"):
+        for side, noise in (("optimistic", "own_optimistic_sigma"),
+                            ("conservative", "own_conservative_stderr")):
+            # A move within two standard errors of the two levels' estimates is noise, not a
+            # trend: the 0.2-nat rule applies where the estimates are that precise.
+            spread = 2 * math.hypot(last.get(noise, 0.0), before.get(noise, 0.0))
             moved = last[side] - before[side]
-            if abs(moved) > MOVEMENT:
+            if abs(moved) > max(MOVEMENT, spread):
                 reasons.append(f"the {side} side moved by {moved:+.2f} nats when the "
                                f"temperatures doubled to {last['n_betas']}: not converged")
     if last["conservative_stderr"] > tolerance / 4:

@@ -366,6 +366,9 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                                          seed=level_seed, progress=progress)
             results[kind] = ais
             level["ais"][kind] = {"log_z": ais.log_z, "n_chains": ais.n_chains,
+                                  # ln(Z-hat + 3 sigma) - ln Z-hat: three standard errors
+                                  # of ln Z-hat (delta method), finite whatever the weights
+                                  "sigma": (ais.log_z_high - ais.log_z) / 3.0,
                                   "effective_sample_size": ais.effective_sample_size,
                                   "seconds": ais.seconds}
             reverse = raise_nll(model, subset, betas=betas, seed=level_seed, base=base,
@@ -377,6 +380,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         best_path = max(paths, key=lambda kind: level["ais"][kind]["log_z"])
         tightest = min(paths, key=lambda kind: level["raise"][kind]["whole"])
         level.update(best_path=best_path, raise_path=tightest,
+                     own_optimistic_sigma=level["ais"][best_path]["sigma"],
+                     own_conservative_stderr=level["raise"][tightest]["stderr"],
                      own_optimistic=float(free_all.mean()) + max(
                          level["ais"][best_path]["log_z"], floor),
                      own_conservative=level["raise"][tightest]["whole"])

@@ -62,3 +62,21 @@ def test_control_variate_scales_the_rows_estimate_of_ln_z_to_the_whole_set():
     whole, stderr = control_variate(free_all, free_rows, noisy)
     assert whole == pytest.approx(float(free_all.mean()) + log_z + 1.0)
     assert stderr == pytest.approx(float(torch.tensor([0.5, 1.5]).std()) / math.sqrt(2))
+
+
+def test_moves_within_the_estimates_noise_are_not_trends():
+    """A 0.5-nat move between levels whose ln Z-hat have standard errors of 0.3 is noise; with
+    standard errors of 0.02 it is a trend; the same for a last level behind the best."""
+    def noisy(n_betas, optimistic, sigma, own=None):
+        record = level(n_betas, optimistic, 100.6, own=own)
+        record.update(own_optimistic_sigma=sigma, own_conservative_stderr=0.02)
+        return record
+
+    def rules(sigma, **kwargs):
+        return verdict([noisy(1000, 100.0, sigma), noisy(2000, 100.5, sigma, **kwargs)],
+                       tolerance=1.0, out_of_time=False)
+
+    assert rules(0.3) == []
+    assert any("optimistic side moved by +0.50" in reason for reason in rules(0.02))
+    assert rules(0.3, own=(99.9, 100.6)) == []  # 0.6 behind, within 3 sigma = 0.9
+    assert any("0.60 nats below the best" in reason for reason in rules(0.05, own=(99.9, 100.6)))
