@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# This round's CalTech101 rows (issues 26 and 27): the Table 2 models retrained at 1,000
+# epochs with the current code (snapshots every 50-500 epochs), the iRBM under three growth
+# rules, each selected snapshot copied to results/models/ and bracketed there.
+# RUNS: where the runs live (default runs/). Every step resumes where it stopped.
+set -euo pipefail
+RUNS="${RUNS:-runs}"
+cd "$(dirname "$0")/.."
+paper=(--batch-size 64 --cd-k 10 --seed 1234 --threads 1)
+train() { EVERY=$1 EPOCHS=1000 bash scripts/train_snapshots.sh "$RUNS/$2" "${@:3}" "${paper[@]}"; }
+train 50 irbm-l1e-3 irbm caltech101 --n-hidden 1 --beta 1.01 --lr 0.05 --l1 0.001
+train 50 irbm-authors irbm caltech101 --profile authors --n-hidden 1 --beta 1.01 --lr 0.05 --l1 0.001
+train 50 irbm-growth-data irbm caltech101 --growth data --n-hidden 1 --beta 1.01 --lr 0.05 --l1 0.001
+train 250 rbm500-adagrad rbm caltech101 --n-hidden 500 --lr 0.01
+train 250 orbm500-l1e-3 orbm caltech101 --n-hidden 500 --beta 1.01 --lr 0.01 --l1 0.001
+train 500 rbm100-adagrad rbm caltech101 --n-hidden 100 --lr 0.1
+for run in irbm-l1e-3 rbm500-adagrad orbm500-l1e-3 rbm100-adagrad; do
+  [[ -d results/models/$run-e1000 ]] || cp -r "$RUNS/$run/snapshots/1000" "results/models/$run-e1000"
+done
+bracket() {  # model, AIS chains per path: bracketed once, in the model's evaluation.json
+  python scripts/bracket_results.py "results/models/$1" --out "/tmp/$1" --evaluate --chains "$2" \
+      --rows 300 --max-seconds 1500
+}
+bracket rbm100-adagrad-e1000 1000
+bracket rbm500-adagrad-e1000 1000
+bracket orbm500-l1e-3-e1000 1000
+bracket irbm-l1e-3-e1000 500  # 500 AIS chains per path (of two): the budget this round had
+python scripts/bracket_results.py results/models/{rbm100-adagrad,rbm500-adagrad,orbm500-l1e-3,irbm-l1e-3}-e1000 \
+    --out results/caltech101_brackets
+python scripts/trajectory_figure.py "irbm default=$RUNS/irbm-l1e-3" "authors profile=$RUNS/irbm-authors" \
+    "growth on the data's z=$RUNS/irbm-growth-data" --out results/caltech101_irbm_trajectory
