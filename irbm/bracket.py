@@ -67,7 +67,9 @@ class Bracket:
         ``own_conservative``) and the best of all levels so far (``optimistic``,
         ``conservative``); the level's seconds.
     ais : AISResult or None
-        The last level's best AIS run (per-chain weights, samples, diagnostics).
+        The AIS run behind the optimistic side (per-chain weights, samples, diagnostics).
+    bases : tuple of str
+        The AIS bases run ("data", "model").
     """
 
     optimistic: float
@@ -86,6 +88,7 @@ class Bracket:
     tolerance: float
     levels: list[dict] = field(default_factory=list)
     ais: object = None
+    bases: tuple = ("data",)
 
     @property
     def width(self) -> float:
@@ -100,7 +103,8 @@ class Bracket:
                 "conservative_stderr": self.conservative_stderr,
                 "log_z": self.log_partition, "log_z_floor": self.log_partition_floor,
                 "n_rows": self.n_rows, "n_betas": self.n_betas, "n_chains": self.n_chains,
-                "seconds": self.seconds, "tolerance": self.tolerance, "levels": self.levels}
+                "seconds": self.seconds, "tolerance": self.tolerance, "bases": list(self.bases),
+                "levels": self.levels}
 
     def __str__(self) -> str:
         verdict = "certified" if self.certified else "NOT certified"

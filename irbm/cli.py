@@ -171,7 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "--bracket: ROWS random test rows, default 300)")
     evaluate.add_argument("--bracket", action="store_true",
                           help="bracket the test NLL between AIS (optimistic) and RAISE "
-                          "(conservative) on every annealing path, doubling the temperatures "
+                          "(conservative) on every annealing path from both bases (or the "
+                          "--ais-path and --base given), doubling the temperatures "
                           "from --betas (default 1000) until the bracket is --tolerance wide "
                           "and converged; says whether it is certified and, if not, why")
     evaluate.add_argument("--tolerance", type=_positive_float, default=1.0,

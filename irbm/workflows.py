@@ -339,7 +339,8 @@ def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, 
                            base_data=None if base == "model" else torch.as_tensor(dataset.train),
                            rows=rows, tolerance=tolerance, max_seconds=max_seconds, seed=seed,
                            n_chains=n_chains, n_betas=n_betas or 1000,
-                           paths=None if path is None else (path,), echo=say)
+                           paths=None if path is None else (path,),
+                           bases=None if base is None else (base,), echo=say)
     say(f"  test  {interval}")
     for reason in interval.reasons:
         say(f"  not certified: {reason}")

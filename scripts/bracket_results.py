@@ -35,9 +35,11 @@ def latest_bracket(model_dir: Path) -> dict | None:
 
 
 def evaluate_command(model_dir: Path, bracket: dict, record: dict) -> str:
+    bases = bracket.get("bases", ["data"])  # brackets made before both bases ran: data
     return (f"irbm evaluate {shlex.quote(str(model_dir))} --latest --bracket --chains "
             f"{bracket['n_chains']} --raise {bracket['n_rows']} --tolerance "
-            f"{bracket['tolerance']:g} --seed {record.get('seed', 0)}")
+            f"{bracket['tolerance']:g} --seed {record.get('seed', 0)}"
+            + (f" --base {bases[0]}" if len(bases) == 1 else ""))
 
 
 def row_of(model_dir: Path) -> dict:
