@@ -86,7 +86,8 @@ def markdown(rows: list[dict]) -> str:
                  "the free energy as a control variate, both scaled to the whole test set; "
                  "temperatures doubled until the width is within the tolerance and neither "
                  "side moves by more than 0.2 nat (`irbm.evaluate.bracket_nll`). Seconds: "
-                 "wall-clock of the bracket, one thread. Commands:")
+                 "wall-clock of the bracket, one thread (this round: on a 2-core machine shared "
+                 "with two or three other processes). Commands:")
     lines.append("")
     for row in rows:
         lines.append(f"- `{row['train_command']}`")
