@@ -345,3 +345,21 @@ def test_evaluate_with_raise_records_the_conservative_nll_and_diagnostics(tmp_pa
     assert record["raise"]["n_rows"] == 25 and record["raise"]["n_betas"] == 200
     assert math.isfinite(record["raise"]["mean"]) and record["raise"]["stderr"] > 0
     assert "by RAISE, conservative" in capsys.readouterr().out
+
+
+def test_a_run_evaluated_on_both_paths_reports_the_higher_ln_z(tmp_path):
+    """The advice of every flagged estimate (run the other path, keep the higher ln Z) is what
+    the report does, whichever path ran last."""
+    run = tmp_path / "orbm"
+    assert_ok(run_cli("train", "orbm", "digits", "--out", run, *TINY))
+    for path in ("pinned", "linear"):
+        assert_ok(run_cli("evaluate", run, *EVALUATE, "--ais-path", path))
+    records = evaluations(run)
+    assert [r["path"].split(":")[0] for r in records] == ["pinned", "linear"]
+    best, other = sorted(records, key=lambda r: r["log_z"], reverse=True)
+    assert_ok(run_cli("report", run, "--out", tmp_path / "report"))
+    (row,) = parse_markdown_table((tmp_path / "report" / "report.md").read_text())
+    assert numbers(row["ln Z-hat"]) == [round(best["log_z"], 2)]
+    assert numbers(row["Avg. test NLL"])[0] == round(best["nll"]["test"]["mean"], 2)
+    assert f"({other['log_z']:.2f} {other['path'].split(':')[0]} also ran)" in \
+        row["AIS (base, chains x temperatures, ESS, path)"]
