@@ -44,9 +44,10 @@ class Bracket:
     width : float
         conservative - optimistic (negative when the sides cross).
     certified : bool
-        The width is within the tolerance, neither side moved by more than 0.2 nat at the last
-        doubling, the sides do not cross beyond their noise and the conservative side's standard
-        error is within a quarter of the tolerance.
+        The width is within the tolerance, neither side moved at the last doubling by more than
+        0.2 nat or two standard errors (whichever is larger), the sides do not cross beyond
+        their noise and the conservative side's standard error is within a quarter of the
+        tolerance.
     reasons : list of str
         Plain sentences, one per failed condition (empty when certified).
     optimistic_rows, conservative_rows : float
@@ -68,8 +69,12 @@ class Bracket:
         ``conservative``); the level's seconds.
     ais : AISResult or None
         The AIS run behind the optimistic side (per-chain weights, samples, diagnostics).
-    bases : tuple of str
-        The AIS bases run ("data", "model").
+    bases, paths : tuple of str
+        The AIS bases ("data", "model") and annealing paths run.
+    max_seconds : float or None
+        The time budget it was given.
+    stopped_by : str or None
+        "time" or "temperatures" when a budget ended it before certification.
     """
 
     optimistic: float
@@ -89,6 +94,9 @@ class Bracket:
     levels: list[dict] = field(default_factory=list)
     ais: object = None
     bases: tuple = ("data",)
+    paths: tuple = ()
+    max_seconds: float | None = None
+    stopped_by: str | None = None
 
     @property
     def width(self) -> float:
@@ -104,7 +112,8 @@ class Bracket:
                 "log_z": self.log_partition, "log_z_floor": self.log_partition_floor,
                 "n_rows": self.n_rows, "n_betas": self.n_betas, "n_chains": self.n_chains,
                 "seconds": self.seconds, "tolerance": self.tolerance, "bases": list(self.bases),
-                "levels": self.levels}
+                "paths": list(self.paths), "max_seconds": self.max_seconds,
+                "stopped_by": self.stopped_by, "levels": self.levels}
 
     def __str__(self) -> str:
         verdict = "certified" if self.certified else "NOT certified"
@@ -125,7 +134,7 @@ def control_variate(free_all: torch.Tensor, free_rows: torch.Tensor,
     return float(free_all.double().mean() + per_row.mean()), stderr
 
 
-def verdict(levels: list[dict], *, tolerance: float, out_of_time: bool) -> list[str]:
+def verdict(levels: list[dict], *, tolerance: float, out_of_time) -> list[str]:
     """Why the last level's bracket is not certified (empty list: it is).
 
     Each level holds ``optimistic``, ``conservative``, ``conservative_stderr``, ``n_betas`` and
@@ -135,9 +144,10 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time: bool) -> list[
     noise = CROSSING_SIGMAS * last["conservative_stderr"] + 1.0
     if width < -noise:
         reasons.append(
-            f"the sides cross by {-width:.2f} nats, beyond their noise ({noise:.2f}): a "
-            "stochastic bound overshoots by k nats with probability below e^-k, so an estimator "
-            "or the model's annealing path is wrong, not merely short")
+            f"the sides cross by {-width:.2f} nats, beyond their noise ({noise:.2f}): each "
+            "estimate overshoots by k nats with probability below e^-k (m e^-k for the best of "
+            "m), so an estimator or the model's annealing path is likely wrong, not merely "
+            "short")
     elif width > tolerance:
         reasons.append(f"the bracket is {width:.2f} nats wide, more than the tolerance "
                        f"({tolerance:g})" + _suspect(levels))
@@ -169,7 +179,9 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time: bool) -> list[
         reasons.append(f"the conservative side's standard error is "
                        f"{last['conservative_stderr']:.2f} nats (RAISE rows): use more rows")
     if reasons and out_of_time:
-        reasons.append(f"stopped at the time budget after {last['n_betas']} temperatures")
+        budget = "the time budget" if out_of_time in (True, "time") else \
+            "the largest number of temperatures allowed"
+        reasons.append(f"stopped at {budget} after {last['n_betas']} temperatures")
     return reasons
 
 

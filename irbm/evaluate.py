@@ -281,7 +281,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     Runs AIS (``n_chains`` chains) and RAISE (one reverse chain per row of a random subset of
     ``rows``) on every annealing path in ``paths`` from every base in ``bases``, doubling
     the temperatures from ``n_betas`` until the bracket is at most ``tolerance`` nats wide and
-    neither side moved by more than 0.2 nat at the last doubling, or until the next doubling
+    neither side moved by more than 0.2 nat (or two standard errors) at the last doubling,
+    or until the next doubling
     would pass ``max_seconds`` (predicted from the last level, which it costs twice) or
     ``max_betas``. See `irbm.bracket` for the two sides and the certification rules.
 
@@ -324,6 +325,9 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         raise ValueError(f"tolerance must be > 0 nats, got {tolerance}")
     if max_seconds is not None and not float(max_seconds) > 0:
         raise ValueError(f"max_seconds must be > 0, got {max_seconds}")
+    if isinstance(n_chains, bool) or int(n_chains) != n_chains or n_chains < 2:
+        raise ValueError(f"n_chains must be an integer >= 2 (the spread of the weights is "
+                         f"needed), got {n_chains!r}")
     if schedule not in ("tuned", "uniform"):
         raise ValueError(f'schedule must be "tuned" or "uniform", got {schedule!r}')
     paths = tuple(paths or model.ais_paths + (("trajectory",) if trajectory else ()))
@@ -422,10 +426,10 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
             break
         elapsed = time.perf_counter() - started
         if max_seconds is not None and elapsed + 2 * level["seconds"] > float(max_seconds):
-            out_of_time = True
+            out_of_time = "time"
             break
         if 2 * n_temperatures > max_betas:
-            out_of_time = True
+            out_of_time = "temperatures"
             break
         n_temperatures *= 2
     last = levels[-1]
@@ -435,4 +439,7 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                    last["optimistic_rows"], last["conservative_rows"],
                    last["conservative_stderr"], last["log_z"], floor, n_rows,
                    last["n_betas"], int(n_chains), time.perf_counter() - started, tolerance,
-                   levels, ais_kept, bases)
+                   levels, ais_kept, bases, paths,
+                   None if max_seconds is None else float(max_seconds),
+                   None if not verdict(levels, tolerance=tolerance, out_of_time=False)
+                   else out_of_time or None)

@@ -305,7 +305,8 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
     if bracket:
         record["bracket"] = interval.summary()
         log_z = interval.log_partition  # the AIS estimate, or the certain floor when higher
-        record["log_z"] = log_z
+        if log_z != record["log_z"]:  # the floor: ln Z is known no better than that
+            record.update(log_z=log_z, log_z_low=log_z, log_z_high=log_z, log_z_source="floor")
     for split in ("train", "valid", "test"):
         values = getattr(dataset, split)
         if values is not None and len(values):

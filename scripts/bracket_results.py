@@ -36,10 +36,15 @@ def latest_bracket(model_dir: Path) -> dict | None:
 
 def evaluate_command(model_dir: Path, bracket: dict, record: dict) -> str:
     bases = bracket.get("bases", ["data"])  # brackets made before both bases ran: data
-    return (f"irbm evaluate {shlex.quote(str(model_dir))} --latest --bracket --chains "
-            f"{bracket['n_chains']} --raise {bracket['n_rows']} --tolerance "
-            f"{bracket['tolerance']:g} --seed {record.get('seed', 0)}"
-            + (f" --base {bases[0]}" if len(bases) == 1 else ""))
+    paths = bracket.get("paths", [])
+    budget = bracket.get("max_seconds", 1500.0)  # this round's first brackets: 1,500 s
+    return (f"irbm evaluate {shlex.quote(str(model_dir))}"
+            + (" --latest" if record.get("which", "latest") == "latest" else "")
+            + f" --bracket --chains {bracket['n_chains']} --raise {bracket['n_rows']} "
+            f"--tolerance {bracket['tolerance']:g} --seed {record.get('seed', 0)}"
+            + (f" --max-seconds {budget:g}" if budget else "")
+            + (f" --base {bases[0]}" if len(bases) == 1 else "")
+            + (f" --ais-path {paths[0]}" if len(paths) == 1 else ""))
 
 
 def row_of(model_dir: Path) -> dict:
@@ -85,7 +90,8 @@ def markdown(rows: list[dict]) -> str:
                  "(or the certain floor), the conservative side RAISE on random test rows with "
                  "the free energy as a control variate, both scaled to the whole test set; "
                  "temperatures doubled until the width is within the tolerance and neither "
-                 "side moves by more than 0.2 nat (`irbm.evaluate.bracket_nll`). Seconds: "
+                 "side moves by more than 0.2 nat or two standard errors "
+                 "(`irbm.evaluate.bracket_nll`). Seconds: "
                  "wall-clock of the bracket, one thread (this round: on a 2-core machine shared "
                  "with two or three other processes). Commands:")
     lines.append("")

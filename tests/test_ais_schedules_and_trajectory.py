@@ -91,7 +91,7 @@ def test_a_padded_irbm_snapshot_is_the_same_distribution():
 def test_trajectory_inputs_are_refused_clearly():
     rbm, _ = _model("rbm", {})
     smaller, _ = block_diagonal("rbm", 12, 4, block_size=4, dtype=torch.float64)
-    with pytest.raises(ValueError, match="only a resizable family"):
+    with pytest.raises(ValueError, match="a resizable family anneals from smaller snapshots"):
         TrajectoryPath([smaller, rbm], torch.zeros(12, dtype=torch.float64))
     with pytest.raises(ValueError, match="needs the models saved during training"):
         estimate_log_partition(rbm, 4, 10, base="model", path="trajectory", progress=False)

@@ -80,3 +80,11 @@ def test_moves_within_the_estimates_noise_are_not_trends():
     assert any("optimistic side moved by +0.50" in reason for reason in rules(0.02))
     assert rules(0.3, own=(99.9, 100.6)) == []  # 0.6 behind, within 3 sigma = 0.9
     assert any("0.60 nats below the best" in reason for reason in rules(0.05, own=(99.9, 100.6)))
+
+
+def test_the_budget_that_stopped_it_is_named():
+    levels = [level(1000, 100.0, 104.0), level(2000, 100.1, 103.0)]
+    assert verdict(levels, tolerance=1.0, out_of_time="temperatures")[-1] == \
+        "stopped at the largest number of temperatures allowed after 2000 temperatures"
+    assert verdict(levels, tolerance=1.0, out_of_time="time")[-1] == \
+        "stopped at the time budget after 2000 temperatures"

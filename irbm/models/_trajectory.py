@@ -87,8 +87,9 @@ class TrajectoryPath(AnnealingPath):
         if snapshot.n_hidden != model.n_hidden:
             if not model.resizable or snapshot.n_hidden > model.n_hidden:
                 raise ValueError(f"a snapshot has {snapshot.n_hidden} hidden units and the "
-                                 f"model {model.n_hidden}: only a resizable family (padded "
-                                 "with zero units) can anneal across sizes")
+                                 f"model {model.n_hidden}: a resizable family anneals from "
+                                 "smaller snapshots (padded with zero units), no family from "
+                                 "larger ones (pad the model to the largest size first)")
             snapshot = copy.deepcopy(snapshot)
             index = torch.arange(model.n_hidden, device=snapshot.device)
             snapshot.relayout_hidden(torch.where(index < snapshot.n_hidden, index, -1))
