@@ -37,7 +37,7 @@ def latest_bracket(model_dir: Path) -> dict | None:
 def evaluate_command(model_dir: Path, bracket: dict, record: dict) -> str:
     bases = bracket.get("bases", ["data"])  # brackets made before both bases ran: data
     paths = bracket.get("paths", [])
-    budget = bracket.get("max_seconds", 1500.0)  # this round's first brackets: 1,500 s
+    budget = bracket.get("max_seconds")  # not recorded by the first brackets
     return (f"irbm evaluate {shlex.quote(str(model_dir))}"
             + (" --latest" if record.get("which", "latest") == "latest" else "")
             + f" --bracket --chains {bracket['n_chains']} --raise {bracket['n_rows']} "
