@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pytest
+import torch
 from matplotlib.image import imread
 
 from irbm.cli import main
@@ -136,3 +138,17 @@ def parse_markdown_table(text: str) -> list[dict]:
 def numbers(cell: str) -> list[float]:
     """The numbers in a table cell, in order ('inf' and 'nan' included)."""
     return [float(x) for x in re.findall(r"-?inf|nan|-?\d+(?:\.\d+)?", cell)]
+
+
+@pytest.fixture(autouse=True)
+def one_thread(monkeypatch):
+    """Autouse in the CLI test modules that import it. Their models are tiny: a second
+    intra-op thread gains nothing, and on a 2-core machine busy with other processes, waiting
+    for it made `irbm demo --quick` take 15-140 s instead of 4 s (every small matrix product
+    waited a scheduler time slice for the other thread). The CLI sets the threads itself: its
+    automatic choice is pinned to 1 here."""
+    monkeypatch.setattr("irbm._threads.default_threads", lambda *args, **kwargs: 1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

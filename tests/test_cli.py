@@ -29,6 +29,7 @@ from _cli_helpers import (
     assert_clean_error,
     assert_ok,
     numbers,
+    one_thread,  # noqa: F401 (an autouse fixture)
     parse_markdown_table,
     png_stats,
     run_cli,
@@ -68,17 +69,6 @@ CURVES = {"training_curves", "ais_convergence", "hidden_size"}
 NAMES = {"rbm": "RBM", "orbm": "oRBM", "irbm": "iRBM"}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread(monkeypatch):
-    # These models are tiny: a second intra-op thread gains nothing, and on a 2-core machine
-    # busy with other processes, waiting for it made `irbm demo --quick` take 15-140 s instead
-    # of 4 s (every small matrix product waited a scheduler time slice for the other thread).
-    # The CLI sets the threads itself: its automatic choice is pinned to 1 here.
-    monkeypatch.setattr("irbm._threads.default_threads", lambda *args, **kwargs: 1)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def train_args(family, dataset, out, *extra):

@@ -6,17 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
-from _cli_helpers import assert_clean_error, assert_ok, run_cli
-
-
-@pytest.fixture(autouse=True)
-def _one_thread(monkeypatch):
-    monkeypatch.setattr("irbm._threads.default_threads", lambda *args, **kwargs: 1)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+from _cli_helpers import assert_clean_error, assert_ok, one_thread, run_cli  # noqa: F401 (autouse fixture)
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ from _cli_helpers import (
     assert_clean_error,
     assert_ok,
     numbers,
+    one_thread,  # noqa: F401 (an autouse fixture)
     parse_markdown_table,
     run_cli,
     snapshot,
@@ -33,13 +34,6 @@ TINY = ["--n-hidden", 8, "--epochs", 1, "--cd-k", 1, "--quiet", "--train-size", 
 EVALUATE = ["--chains", 10, "--betas", 50]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread(monkeypatch):
-    monkeypatch.setattr("irbm._threads.default_threads", lambda *args, **kwargs: 1)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
@@ -188,7 +182,12 @@ def test_cuda_without_cuda_is_a_clean_error(run_dir):
         refused(run_dir.parent, [*args, "--device", "cuda"], ["device 'cuda' is not usable"])
 
 
-@pytest.mark.parametrize("content", [os.urandom(300), b"PK\x03\x04" + os.urandom(300), b""])
+# Fixed bytes and ids: random ones made each pytest-xdist worker collect other test ids.
+_NOISE = np.random.default_rng(0).bytes(300)
+
+
+@pytest.mark.parametrize("content", [_NOISE, b"PK\x03\x04" + _NOISE, b""],
+                         ids=["noise", "zip-header-then-noise", "empty"])
 def test_a_corrupt_partial_ais_run_is_a_clean_error(run_dir, content):
     (run_dir / "ais_partial.npz").write_bytes(content)
     refused(run_dir.parent, ["evaluate", run_dir, *EVALUATE],
