@@ -8,9 +8,10 @@ set -euo pipefail
 run=$1; shift
 EVERY="${EVERY:-50}"
 EPOCHS="${EPOCHS:-1000}"
-done_epochs() { python -c "import json,sys; h=json.load(open(sys.argv[1])); print(len(h.get('epochs', h) if isinstance(h, dict) else h))" "$run/history.json" 2>/dev/null || echo 0; }
-epoch=0
-[[ -f $run/history.json ]] && epoch=$(ls "$run/snapshots" 2>/dev/null | sort -n | tail -1) && epoch=${epoch:-0}
+done_epochs() { python -c "import json,sys; h=json.load(open(sys.argv[1])); print(len(h['history']))" "$run/history.json" 2>/dev/null || echo 0; }
+# Resume from the epochs the run has done (a run copied from results/checkpoints/ has no
+# snapshots), on the EVERY grid so that snapshots fall on the same epochs as before.
+epoch=$(( $(done_epochs) / EVERY * EVERY ))
 while (( epoch < EPOCHS )); do
   epoch=$(( epoch + EVERY ))
   irbm train "$@" --out "$run" --epochs "$epoch" --quiet
