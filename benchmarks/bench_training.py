@@ -96,8 +96,10 @@ def data(rows: int, n_visible: int, seed: int = 0) -> torch.Tensor:
     return torch.rand(rows, n_visible, generator=generator).lt(0.2).float()
 
 
-def update_runner(model, k: int, persistent: bool = True, batch: torch.Tensor | None = None):
-    trainer = Trainer(model, cd_k=k, persistent=persistent, batch_size=BATCH, progress=False)
+def update_runner(model, k: int, persistent: bool = True, batch: torch.Tensor | None = None,
+                  random_stream: str = "philox"):
+    trainer = Trainer(model, cd_k=k, persistent=persistent, batch_size=BATCH, progress=False,
+                      random_stream=random_stream)
     batch = data(BATCH, model.n_visible) if batch is None else batch
     return lambda: trainer.update(batch)
 
@@ -121,23 +123,30 @@ def products_runner(n_visible: int, n_hidden: int, k: int, n_chains: int = BATCH
 
 
 def ratio_table(args):
-    """PCD-k update / bare products per family, size and thread count."""
+    """PCD-k update / bare products per family, size, thread count and random stream ("torch":
+    eager PyTorch; "philox": the fused kernels of irbm.kernels)."""
     rows, timings = [], {}
     for n_hidden in args.sizes:
         row = [n_hidden]
         for n in args.threads:
             with threads(n):
                 functions = {"bare": products_runner(args.visible, n_hidden, K)}
-                functions.update({f: update_runner(make_model(f, args.visible, n_hidden), K)
-                                  for f in FAMILIES})
+                functions.update({
+                    f"{f} {stream}": update_runner(make_model(f, args.visible, n_hidden), K,
+                                                   random_stream=stream)
+                    for f in FAMILIES for stream in args.streams})
                 times = interleaved(functions, args.repeats)
+            # The policy table reads the default stream's times under the family's name.
+            times.update({f: times[f"{f} {args.streams[-1]}"] for f in FAMILIES})
             timings[n_hidden, n] = times
             row += [median_ms(times["bare"])]
-            row += [median_ratio(times[f], times["bare"]) for f in FAMILIES]
+            row += [median_ratio(times[f"{f} {stream}"], times["bare"])
+                    for f in FAMILIES for stream in args.streams]
         rows.append(row)
     header = ["hidden"]
     for n in args.threads:
-        header += [f"bare ms ({n}t)"] + [f"{f} ({n}t)" for f in FAMILIES]
+        header += [f"bare ms ({n}t)"] + [f"{f} {stream} ({n}t)" for f in FAMILIES
+                                         for stream in args.streams]
     print(f"\n### PCD-{K} update / bare matrix products (batch {BATCH}, {args.visible} visible)\n")
     print(table(header, rows))
     return timings
@@ -231,6 +240,9 @@ def main(argv=None):
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 250, 500, 1000, 1500])
     parser.add_argument("--visible", type=int, default=N_VISIBLE)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--streams", nargs="+", default=["torch", "philox"],
+                        choices=["torch", "philox"],
+                        help="random streams to time (the last one feeds the policy table)")
     parser.add_argument("--growth-sizes", type=int, nargs="+", default=[1, 100, 500])
     parser.add_argument("--growth-updates", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="tiny smoke run")

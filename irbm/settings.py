@@ -33,7 +33,7 @@ from .models import FAMILIES, family_class
 from .optim import EPSILON_PLACEMENTS, OPTIMIZERS, REGULARIZATIONS
 from .profiles import GROWTH_SETTINGS, PROFILES, profile_help, profile_values
 from .strategies import REGROUPINGS
-from .training import GROWTH_RULES, RULES
+from .training import GROWTH_RULES, RANDOM_STREAMS, RULES
 
 GROUPS = ("model", "training", "data", "evaluation", "system")
 DTYPES = ("float32", "float64")
@@ -188,6 +188,11 @@ class Settings:
         "persistent chains an update advances: 'all', or as many as the minibatch has rows, "
         "the first ones ('rows', the authors' code: an epoch's last, short minibatch advances "
         "only the first chains)", "training", None, choices=RULES["chains_per_update"])
+    random_stream: str | None = _setting(
+        "the Gibbs sampler's uniforms: 'philox' (counter-based, serves the fused sampling "
+        "kernels; a new run's default) or 'torch' (torch.Generator, eager sampling; what runs "
+        "trained before the kernels used, and resume with)", "training", None,
+        choices=RANDOM_STREAMS)
     cd_k: int = _setting("Gibbs steps per update", "training", 10, minimum=1)
     pcd: bool = _setting("persistent chains (PCD-k); --no-pcd for CD-k", "training", True)
     seed: int = _setting("seed of the initial parameters, the Gibbs chains and the minibatch "
@@ -300,7 +305,8 @@ class Settings:
         return {"cd_k": self.cd_k, "persistent": self.pcd, "batch_size": self.batch_size,
                 "optimizer": self.optimizer, "lr": self.lr, "l1": self.l1, "l2": self.l2,
                 "regularization": self.regularization, "seed": self.seed,
-                **{name: getattr(self, name) for name in PROFILES["irbm"]}}
+                **{name: getattr(self, name) for name in PROFILES["irbm"]},
+                **({} if self.random_stream is None else {"random_stream": self.random_stream})}
 
     def record(self) -> dict:
         """The settings a run directory keeps: every group but "system"."""

@@ -10,6 +10,7 @@ import math
 
 import torch
 
+from .kernels import PhiloxGenerator
 from .training import Callback, CheckpointEvery
 
 REGROUPINGS = ("all", "peng")
@@ -100,7 +101,8 @@ class RandomPermutation(Callback):
             trainer.relayout_hidden(torch.argsort(norms, descending=True, stable=True))
         elif count > 1:
             generator = self.generator or trainer.gibbs_generator
-            order = torch.randperm(count, generator=generator, device=generator.device)
+            order = (generator.permutation(count) if isinstance(generator, PhiloxGenerator)
+                     else torch.randperm(count, generator=generator, device=generator.device))
             rest = torch.arange(count, n_hidden, device=order.device)
             trainer.relayout_hidden(torch.cat([order, rest]))
 

@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 from . import checkpoint as ckpt
 from .ais import batch_seed
+from .kernels import PhiloxGenerator
 from .models import EnergyModel
 from .optim import Optimizer
 
@@ -29,6 +30,7 @@ GROWTH_RULES = ("any", "paired", "chains", "data")
 RULES = {"growth": GROWTH_RULES, "growth_trigger": ("tail", "last"),
          "new_unit": ("update", "chains"), "pruning": ("all", "one"),
          "chains_per_update": ("all", "rows")}
+RANDOM_STREAMS = ("philox", "torch")
 
 
 @dataclass
@@ -53,6 +55,7 @@ class TrainingConfig:
     pruning: str = "all"
     shuffle: bool = True
     chains_per_update: str = "all"
+    random_stream: str = "philox"
 
 
 class Callback:
@@ -149,6 +152,11 @@ class Trainer:
         advances only the first chains).
     seed : int
         Seeds the Gibbs sampler and the minibatch order.
+    random_stream : {"philox", "torch"}
+        The Gibbs sampler's uniforms: a counter-based Philox stream, which lets the families
+        run fused, multi-threaded sampling kernels on the CPU (`irbm.kernels`) with draws that
+        do not depend on the thread count; or a torch.Generator and eager PyTorch ("torch",
+        every run trained before irbm had kernels; their checkpoints resume with it).
     device : torch.device or str, optional
         Where to train; the model is moved there.
     n_chains : int, optional
@@ -161,7 +169,8 @@ class Trainer:
                  optimizer="adagrad", lr=0.03, l1=0.0, l2=0.0, seed=1234, device=None,
                  n_chains=None, epsilon=1e-6, regularization="proximal", growth="any",
                  epsilon_placement="outside", growth_trigger="tail", new_unit="update",
-                 pruning="all", shuffle=True, chains_per_update="all", progress=True):
+                 pruning="all", shuffle=True, chains_per_update="all", random_stream="philox",
+                 progress=True):
         cd_k, batch_size = _count(cd_k, "cd_k"), _count(batch_size, "batch_size")
         n_chains = None if n_chains is None else _count(n_chains, "n_chains")
         rules = {"growth": growth, "growth_trigger": growth_trigger, "new_unit": new_unit,
@@ -169,11 +178,14 @@ class Trainer:
         for name, value in rules.items():
             if value not in RULES[name]:
                 raise ValueError(f"{name} must be one of {RULES[name]}, got {value!r}")
+        if random_stream not in RANDOM_STREAMS:
+            raise ValueError(f"random_stream must be one of {RANDOM_STREAMS}, got "
+                             f"{random_stream!r}")
         self.config = TrainingConfig(cd_k, bool(persistent), batch_size, optimizer, float(lr),
                                      float(l1), float(l2), float(epsilon), n_chains,
                                      int(seed), regularization, growth, epsilon_placement,
                                      growth_trigger, new_unit, pruning, bool(shuffle),
-                                     chains_per_update)
+                                     chains_per_update, random_stream)
         self.device = torch.device(device) if device is not None else model.device
         try:
             self.model = model.to(self.device)
@@ -186,7 +198,9 @@ class Trainer:
         self.progress = progress
         self.state = _State()
         self.size_history: list[tuple[int, int]] = [(0, model.n_hidden)]
-        self.gibbs_generator = torch.Generator(device=self.device).manual_seed(int(seed))
+        self.gibbs_generator = (
+            PhiloxGenerator(int(seed), self.device) if random_stream == "philox"
+            else torch.Generator(device=self.device).manual_seed(int(seed)))
         self.order_generator = torch.Generator().manual_seed(int(seed) + 1)
         self.chains = None
         # z of the last gradient pass, (batch rows + chains,) or None: strategies read it.
@@ -424,7 +438,9 @@ class Trainer:
             later = ("regularization", "growth", "epsilon_placement", "growth_trigger",
                      "new_unit", "pruning", "shuffle", "chains_per_update")
             defaults = asdict(TrainingConfig())
-            recorded = {**{name: defaults[name] for name in later}, **recorded}
+            # Runs from before the kernels drew from a torch.Generator.
+            recorded = {**{name: defaults[name] for name in later}, "random_stream": "torch",
+                        **recorded}
         known = set(TrainingConfig.__dataclass_fields__)
         if not isinstance(recorded, dict) or set(recorded) != known:
             raise ckpt.CheckpointError(f"{path}: the recorded training settings are malformed")

@@ -20,6 +20,8 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from ..kernels import PhiloxGenerator
+
 # Largest number of terms `log_partition_exact` agrees to sum.
 MAX_EXACT_TERMS = 2**24
 
@@ -344,7 +346,8 @@ class EnergyModel(nn.Module, abc.ABC):
     @torch.no_grad()
     def sample_visible(self, state, generator: torch.Generator | None = None) -> torch.Tensor:
         """v ~ P(v | h, z), shape (N, n_visible). Units beyond z are already 0 in ``state.h``."""
-        return bernoulli(self.mean_visibles(state), generator)
+        state_h = state.h if isinstance(state, HiddenState) else self.check_hidden(state)
+        return self._sample_visibles(state_h, generator)
 
     @torch.no_grad()
     def gibbs_step(self, v, generator: torch.Generator | None = None):
@@ -356,7 +359,11 @@ class EnergyModel(nn.Module, abc.ABC):
         state : HiddenState sampled from ``v`` on the way.
         """
         state = self._sample_hidden(self.check_visible(v), generator)
-        return bernoulli(self._mean_visibles(state.h), generator), state
+        return self._sample_visibles(state.h, generator), state
+
+    def _sample_visibles(self, h: torch.Tensor, generator) -> torch.Tensor:
+        """v ~ P(v | h), shape (N, n_visible); families with fused kernels override it."""
+        return bernoulli(self._mean_visibles(h), generator)
 
     def check_z(self, z, n_rows: int) -> torch.Tensor:
         """Families with z validate it here; others refuse it."""
@@ -416,12 +423,19 @@ def take_units(tensor: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return taken
 
 
-def bernoulli(probabilities: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+def uniform(shape, generator, like: torch.Tensor) -> torch.Tensor:
+    """U[0, 1) draws of ``shape`` in the dtype and on the device of ``like``, from a
+    torch.Generator (or torch's global one for None) or a `PhiloxGenerator`."""
+    if isinstance(generator, PhiloxGenerator):
+        return generator.uniform(shape, like.dtype, like.device)
+    return torch.rand(shape, generator=generator, dtype=like.dtype, device=like.device)
+
+
+def bernoulli(probabilities: torch.Tensor, generator) -> torch.Tensor:
     """0/1 sample of the same shape and dtype, P(1) = ``probabilities``."""
-    uniform = torch.rand(probabilities.shape, generator=generator, dtype=probabilities.dtype,
-                         device=probabilities.device)
+    uniform_ = uniform(probabilities.shape, generator, probabilities)
     # In place: the uniforms become the 0/1 sample, with no bool tensor or cast.
-    return uniform.lt_(probabilities)
+    return uniform_.lt_(probabilities)
 
 
 def index_from_cdf(cdf: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:

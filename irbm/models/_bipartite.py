@@ -17,8 +17,9 @@ import torch
 from torch import nn
 from torch.nn import functional
 
+from .. import kernels
 from ._annealing import AnnealingPath, UniformSource
-from ._base import EnergyModel, HiddenState, ParameterSpec
+from ._base import EnergyModel, HiddenState, ParameterSpec, bernoulli
 
 # Pseudo-counts, as a fraction of the number of examples, added to both outcomes of each visible
 # unit before taking the data's base rate: Salakhutdinov & Murray's code adds 5 per 100 examples
@@ -110,6 +111,14 @@ class BipartiteModel(EnergyModel):
         """P(v_j = 1 | h) = sigmoid(h^T W_.j + c_j), shape (N, n_visible)."""
         return torch.sigmoid_(torch.addmm(self.c, h, self.W))
 
+    def _sample_visibles(self, h, generator):
+        """v ~ Bernoulli(sigmoid(h W + c)), shape (N, n_visible); one fused pass after the
+        product where `irbm.kernels` serves the generator."""
+        logits = torch.addmm(self.c, h, self.W)
+        if kernels.usable(generator, logits):
+            return kernels.bernoulli_from_logits(logits, generator)
+        return bernoulli(logits.sigmoid_(), generator)
+
     def _visible_sum_out(self, h: torch.Tensor) -> torch.Tensor:
         """log sum_v exp(v^T (W^T h + c)) = sum_j softplus(c_j + (h W)_j), shape (M,)."""
         return functional.softplus(torch.addmm(self.c, h, self.W)).sum(1)
@@ -188,7 +197,16 @@ class BipartitePath(AnnealingPath):
         self.draw_visible = uniforms.filler(self.visible_uniform)
         self.preactivation = buffer(n_chains, model.n_hidden)
         self.weight_t = model.W.detach().t()
+        self.philox = self._kernel_stream(uniforms)
         self._start_hidden(n_chains, buffer, uniforms)
+
+    def _kernel_stream(self, uniforms):
+        """A Philox stream seeded from ``uniforms`` when `irbm.kernels` can run this path's
+        steps (CPU, float32/64), else None (the eager steps draw from ``uniforms``)."""
+        if not kernels.usable(kernels.PhiloxGenerator(), self.activation, self.model.W.detach()):
+            return None
+        seed = uniforms.filler(torch.empty(1, dtype=torch.float64, device=self.model.device))
+        return kernels.PhiloxGenerator(int(seed()[0] * 2**62))
 
     def _start_hidden(self, n_chains, buffer, uniforms):
         """Allocate what `_hidden_step` needs (the generic one: a torch generator)."""
@@ -214,7 +232,10 @@ class BipartitePath(AnnealingPath):
         visible_bias = (torch.add(self.base_bias, self.visible_shift, alpha=t_to)
                         if self.anneal_visible else self.base_bias)
         torch.addmm(visible_bias, hidden, model.W.detach(), alpha=t_to, out=self.activation)
-        torch.lt(self.draw_visible(), self.activation.sigmoid_(), out=self.visible)
+        if self.philox is not None:
+            kernels.bernoulli_from_logits(self.activation, self.philox, out=self.visible)
+        else:
+            torch.lt(self.draw_visible(), self.activation.sigmoid_(), out=self.visible)
         return delta
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch.nn import functional
 
+from .. import kernels
 from ._base import HiddenState, bernoulli, binary_configurations
 from ._bipartite import BipartiteModel, BipartitePath
 from ._registry import register_family
@@ -48,6 +49,8 @@ class RBM(BipartiteModel):
     def _sample_hidden_from(self, preactivation, hidden_bias, generator, z=None):
         if z is not None:
             raise ValueError("an RBM has no z")
+        if kernels.usable(generator, preactivation):
+            return HiddenState(kernels.bernoulli_from_logits(preactivation, generator))
         return HiddenState(bernoulli(torch.sigmoid(preactivation), generator))
 
     def _n_hidden_terms(self) -> int:
@@ -84,6 +87,10 @@ class _RBMPath(BipartitePath):
         self.draw_hidden = uniforms.filler(self.hidden_uniform)
 
     def _hidden_step(self, t_from, t_to):
+        if self.philox is not None:
+            hidden, gains = kernels.annealed_bernoulli(self.preactivation, t_from, t_to,
+                                                       self.philox)
+            return gains, hidden
         # sum_i softplus(t x_i) - softplus(t' x_i), differenced per unit before summing so that
         # float32 keeps the precision of the small per-step increments.
         torch.mul(self.preactivation, t_to, out=self.scaled)

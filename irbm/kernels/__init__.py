@@ -1,0 +1,124 @@
+"""Fused sampling kernels behind the families' sampling methods, and their random stream.
+
+A family's Gibbs step runs as a few passes per matrix product in eager PyTorch (sigmoid,
+uniforms, comparison; for the ordered families softplus, two cumulative sums, exp, a search and
+a mask). Given a `PhiloxGenerator` and CPU tensors, the families call these kernels instead:
+one pass per row, uniforms generated inside it, rows spread over torch's thread count. With
+any other generator, on other devices, without numba, or with ``IRBM_KERNELS=off`` in the
+environment, the eager path runs; with a `PhiloxGenerator` it draws the same uniforms, so the
+two agree draw for draw except where a probability and its uniform tie to within rounding.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+from .philox import PhiloxGenerator, blocks_per_row
+
+__all__ = ["PhiloxGenerator", "annealed_bernoulli", "blocks_per_row", "bernoulli_from_logits", "compiled_available", "ordered_hidden",
+           "usable"]
+
+try:  # numba is a dependency, but the library must work (slower) where it cannot load
+    from . import _compiled
+except ImportError:  # pragma: no cover - exercised only on machines without numba
+    _compiled = None
+
+
+def compiled_available() -> bool:
+    """numba loaded and the kernels not switched off (``IRBM_KERNELS=off``)."""
+    return _compiled is not None and os.environ.get("IRBM_KERNELS", "on").lower() != "off"
+
+
+def usable(generator, *tensors: torch.Tensor) -> bool:
+    """Whether the kernels can serve this call: a Philox stream, contiguous float32 or float64
+    CPU tensors, no autograd."""
+    return (isinstance(generator, PhiloxGenerator) and compiled_available()
+            and all(t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
+                    and t.is_contiguous() and not t.requires_grad for t in tensors))
+
+
+def _variant(pair):
+    """The serial kernel for one torch thread, else the threaded one at torch's count."""
+    threads = torch.get_num_threads()
+    if threads <= 1:
+        return pair[0]
+    import numba
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    return pair[1]
+
+
+def _key(generator):
+    return np.uint64(generator.key[0]), np.uint64(generator.key[1])
+
+
+def bernoulli_from_logits(logits: torch.Tensor, generator: PhiloxGenerator,
+                          out: torch.Tensor | None = None) -> torch.Tensor:
+    """x ~ Bernoulli(sigmoid(logits)), shape and dtype of ``logits`` (N, D), into ``out`` if
+    given; the uniforms of ``generator.uniform((N, D))``."""
+    out = torch.empty_like(logits) if out is None else out
+    first = generator.take(*logits.shape)
+    _variant(_compiled.bernoulli_logits)(logits.numpy(), out.numpy(), np.int64(first),
+                                         *_key(generator))
+    return out
+
+
+def annealed_bernoulli(preactivation: torch.Tensor, t_from: float, t_to: float,
+                       generator: PhiloxGenerator):
+    """(h, gains) of an annealed Bernoulli layer: h ~ Bernoulli(sigmoid(t_to a)) (N, K) and
+    gains = sum_i softplus(t_to a_i) - softplus(t_from a_i) (N,), for a (N, K); the uniforms
+    of ``generator.uniform((N, K))``."""
+    hidden = torch.empty_like(preactivation)
+    gains = torch.empty(preactivation.shape[0], dtype=preactivation.dtype)
+    first = generator.take(*preactivation.shape)
+    _variant(_compiled.annealed_units)(preactivation.numpy(), float(t_from), float(t_to),
+                                       hidden.numpy(), gains.numpy(), np.int64(first),
+                                       *_key(generator))
+    return hidden, gains
+
+
+def ordered_hidden(preactivation: torch.Tensor, penalties: torch.Tensor, log_tail,
+                   generator: PhiloxGenerator | None, z: torch.Tensor | None = None,
+                   scale: float = 1.0):
+    """(h, z, log_sum) of the ordered families' hidden step, fused.
+
+    With a = scale * preactivation (AIS's t; penalties given at the same t):
+    log w_z = sum_{i <= z} softplus(a_i) - penalty_i for z = 1..K, plus a tail category
+    K + 1 with log w_K + log_tail when ``log_tail`` is not None; z ~ w / sum(w) (unless given),
+    h_i ~ Bernoulli(sigmoid(a_i)) for i <= z, 0 beyond.
+
+    Parameters
+    ----------
+    preactivation : Tensor (N, K)
+    penalties : Tensor (K,)
+    log_tail : float or None
+    generator : PhiloxGenerator or None
+        Takes an (N, 1) draw for z (when drawn), then an (N, K) draw for h: the eager path's
+        order. None: only ``log_sum`` is computed (h and z are returned empty).
+    z : LongTensor (N,), optional
+    scale : float
+
+    Returns
+    -------
+    h : Tensor (N, K), z : LongTensor (N,), log_sum : float64 Tensor (N,) (log sum_z w_z)
+    """
+    n_rows, n_units = preactivation.shape
+    hidden = torch.empty_like(preactivation)
+    log_sum = torch.empty(n_rows, dtype=torch.float64)  # AIS differences two of them
+    draw_h, draw_z = generator is not None, z is None
+    z = torch.empty(n_rows, dtype=torch.int64) if draw_z else z.to(torch.int64).contiguous()
+    z_block = generator.take(n_rows, 1) if draw_h and draw_z else 0
+    hidden_block = generator.take(n_rows, n_units) if draw_h else 0
+    key = _key(generator) if draw_h else (np.uint64(0), np.uint64(0))
+    penalties = penalties.to(preactivation.dtype).contiguous()
+    _variant(_compiled.ordered_units)(
+        preactivation.numpy(), float(scale), penalties.numpy(),
+        preactivation.new_tensor(0.0 if log_tail is None else float(log_tail)).numpy()[()],
+        log_tail is not None, z.numpy(), draw_z, draw_h, hidden.numpy(), log_sum.numpy(),
+        np.int64(z_block), np.int64(hidden_block), *key)
+    return hidden, z, log_sum
+
+
+
