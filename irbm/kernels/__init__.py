@@ -18,8 +18,8 @@ import torch
 
 from .philox import PhiloxGenerator, blocks_per_row
 
-__all__ = ["PhiloxGenerator", "annealed_bernoulli", "blocks_per_row", "bernoulli_from_logits", "compiled_available", "ordered_hidden",
-           "usable"]
+__all__ = ["PhiloxGenerator", "annealed_bernoulli", "bernoulli_from_logits", "blocks_per_row",
+           "compiled_available", "ordered_hidden", "usable"]
 
 try:  # numba is a dependency, but the library must work (slower) where it cannot load
     from . import _compiled
