@@ -12,6 +12,7 @@ Findings (AIS step ratios, conditions): see bench_training.py's docstring.
 from __future__ import annotations
 
 import argparse
+import os
 
 import torch
 from _common import (
@@ -30,6 +31,7 @@ from irbm.models import UniformSource
 N_VISIBLE = 784
 FAMILIES = ("rbm", "orbm", "irbm")
 PAPER_CHAINS, PAPER_BETAS = 5_000, 100_000
+MODES = ("eager", "fused")
 
 
 def make_model(family: str, n_visible: int, n_hidden: int, generator: torch.Generator):
@@ -55,12 +57,21 @@ def products_runner(n_visible, n_hidden, n_chains, steps, generator):
     return run
 
 
-def steps_runner(model, n_chains, steps, base: str):
-    """``steps`` temperature steps of the family's annealing path on ``n_chains`` chains."""
+def steps_runner(model, n_chains, steps, base: str, kind=None, fused: bool = True):
+    """``steps`` temperature steps of the family's annealing path ``kind`` (None: its default)
+    on ``n_chains`` chains, with irbm.kernels' fused steps or (``fused=False``) eager ones."""
     bias = model.base_visible_bias() if base == "model" else torch.full((model.n_visible,), -1.5)
-    path = model.annealing_path(bias)
+    path = model.annealing_path(bias, kind=kind if kind in model.ais_paths else None)
     uniforms = UniformSource(0, model.device)
-    path.start(path.sample_base(n_chains, uniforms), uniforms)
+    previous = os.environ.get("IRBM_KERNELS")
+    os.environ["IRBM_KERNELS"] = "on" if fused else "off"  # read when the path starts
+    try:
+        path.start(path.sample_base(n_chains, uniforms), uniforms)
+    finally:
+        if previous is None:
+            del os.environ["IRBM_KERNELS"]
+        else:
+            os.environ["IRBM_KERNELS"] = previous
     schedule = torch.linspace(0.0, 1.0, steps + 1, dtype=torch.float64).tolist()
 
     def run():
@@ -79,6 +90,9 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--base", choices=["model", "data"], default="data",
                         help='"data" also anneals the visible biases (the default base)')
+    parser.add_argument("--path", default="linear",
+                        help="annealing path (the kernels serve 'linear'; a family without it "
+                             "takes its default)")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run")
     parser.add_argument("--busy", action="store_true", help="keep one core busy meanwhile")
     args = parser.parse_args(argv)
@@ -97,20 +111,24 @@ def main(argv=None):
                 with threads(n):
                     functions = {"bare": products_runner(args.visible, n_hidden, n_chains,
                                                          args.steps, generator)}
-                    functions.update({f: steps_runner(make_model(f, args.visible, n_hidden,
-                                                                 generator),
-                                                      n_chains, args.steps, args.base)
-                                      for f in FAMILIES})
+                    models = {f: make_model(f, args.visible, n_hidden, generator)
+                              for f in FAMILIES}
+                    functions.update({
+                        f"{f} {mode}": steps_runner(models[f], n_chains, args.steps, args.base,
+                                                    args.path, mode == "fused")
+                        for f in FAMILIES for mode in MODES})
                     times = interleaved(functions, args.repeats)
                 rows.append([n_hidden, n_chains, n, median_ms(times["bare"]) / args.steps]
-                            + [median_ratio(times[f], times["bare"]) for f in FAMILIES])
+                            + [median_ratio(times[f"{f} {mode}"], times["bare"])
+                               for f in FAMILIES for mode in MODES])
     print(f"\n### AIS temperature step / its two matrix products ({args.visible} visible, "
-          f"base {args.base})\n")
+          f"base {args.base}, path {args.path}; eager: IRBM_KERNELS=off)\n")
     print(table(["hidden", "chains", "threads", "products ms/step"]
-                + [f"{f} ratio" for f in FAMILIES], rows))
+                + [f"{f} {mode}" for f in FAMILIES for mode in MODES], rows))
     print(f"\n### The paper's AIS budget ({PAPER_CHAINS:,} chains x {PAPER_BETAS:,} temperatures) "
           "at these step costs, hours on this machine (chains scale linearly)\n")
-    print(table(["hidden", "threads"] + [f"{f} hours" for f in FAMILIES],
+    print(table(["hidden", "threads"] + [f"{f} {mode} hours" for f in FAMILIES
+                                         for mode in MODES],
                 [[row[0], row[2]] + [paper_budget_hours(row[3] * ratio, row[1])
                                      for ratio in row[4:]] for row in rows]))
 

@@ -10,7 +10,10 @@ hundred updates); and the thread policy's default against the best thread count 
 
     python benchmarks/bench_training.py [--quick] [--busy] [--threads 1 2] [--repeats 7]
 
-Findings (2-core machine, torch 2.13 CPU, float32; the two background training jobs stopped
+Fused kernels (irbm.kernels, Philox stream): before/after tables and what remains in the README's
+"Performance" section (Intel Sapphire Rapids, 1 thread).
+
+Earlier findings (2-core machine, torch 2.13 CPU, float32; the two background training jobs stopped
 with SIGSTOP while measuring, other helpers' test runs still sharing the cores: 1-min load 3-4)
 -------------------------------------------------------------------------------------------------
 PCD-10 update / bare products, before (7b11b03) -> after (this branch), same conditions,

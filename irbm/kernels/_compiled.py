@@ -10,6 +10,7 @@ Imported only when numba is installed (see `irbm.kernels`).
 from __future__ import annotations
 
 import math
+import warnings
 
 import numba
 import numpy as np
@@ -23,6 +24,10 @@ KEY_STEP_0, KEY_STEP_1 = U64(0x9E3779B9), U64(0xBB67AE85)
 # exp(x) is taken as exp(max(x, EXP_FLOOR)) where x - max <= 0 is exponentiated: the eager
 # path's clamp at -80 (subnormal results are ~10 times slower and below rounding anyway).
 EXP_FLOOR = -80.0
+# numba's own pedantic SSA check flags the inlined overloads below ("variable ... is not in
+# scope") while compiling correct code; only that message, only for these functions, is muted.
+warnings.filterwarnings("ignore", message=r".*_softplus_overload.*is not in scope",
+                        category=numba.core.errors.NumbaIRAssumptionWarning)
 # "numpy": no ZeroDivisionError check, which would keep LLVM from vectorizing the loops.
 OPTIONS = {"error_model": "numpy", "cache": True, "nogil": True}
 
@@ -78,9 +83,10 @@ def _uniforms(out, first_block, k0, k1):
 # ---------------------------------------------------------------------- elementwise maths
 @numba.njit(inline="always", **OPTIONS)
 def _exp32(x):
-    """e^x for float32 x >= -87: x = k ln 2 + r, |r| <= ln 2 / 2, e^r by a degree-6 Taylor
+    """e^x for float32 x in [-87, 88.37] (clamped into it: beyond 88.37 the exponent bits
+    would overflow into the sign): x = k ln 2 + r, |r| <= ln 2 / 2, e^r by a degree-6 Taylor
     polynomial (relative error < 2e-7), 2^k written into the exponent bits."""
-    x = max(x, F32(-87.0))
+    x = min(max(x, F32(-87.0)), F32(88.37))
     k = np.int32(x * F32(1.4426950408889634) + F32(128.5)) - np.int32(128)
     kf = F32(k)
     r = x - kf * F32(0.693145751953125) - kf * F32(1.428606765330187e-06)
@@ -129,6 +135,15 @@ def _exp_overload(x):
     return lambda x: math.exp(x)
 
 
+@numba.njit(inline="always", **OPTIONS)
+def _softplus32(x):
+    """ln(1 + e^x) = max(x, 0) + log1p(e^-|x|), with log1p(y) = ln(u) - ((u - 1) - y) / u,
+    u = 1 + y, which keeps tiny y accurate."""
+    y = _exp32(-abs(x))
+    u = F32(1.0) + y
+    return max(x, F32(0.0)) + _log32(u) - ((u - F32(1.0)) - y) / u
+
+
 def _softplus(x):
     pass
 
@@ -136,12 +151,7 @@ def _softplus(x):
 @overload(_softplus, inline="always")
 def _softplus_overload(x):
     if x == types.float32:
-        def softplus32(x):
-            # log1p(y) = ln(u) - ((u - 1) - y) / u with u = 1 + y keeps tiny y accurate.
-            y = _exp32(-abs(x))
-            u = F32(1.0) + y
-            return max(x, F32(0.0)) + _log32(u) - ((u - F32(1.0)) - y) / u
-        return softplus32
+        return lambda x: _softplus32(x)
     return lambda x: max(x, 0.0) + math.log1p(math.exp(-abs(x)))
 
 
@@ -188,6 +198,21 @@ def _prefix_sum_max(x, n):
     return t2 if t2 > t0 else t0
 
 
+@numba.njit(inline="always", **OPTIONS)
+def _sum(x):
+    """sum(x) with four accumulators: one is bound by the latency of an add per element."""
+    t0 = t1 = t2 = t3 = x[0] - x[0]
+    n = x.shape[0] // 4 * 4
+    for i in range(0, n, 4):
+        t0 += x[i]
+        t1 += x[i + 1]
+        t2 += x[i + 2]
+        t3 += x[i + 3]
+    for i in range(n, x.shape[0]):
+        t0 += x[i]
+    return (t0 + t1) + (t2 + t3)
+
+
 # ---------------------------------------------------------------------- kernels
 def _bernoulli_logits(logits, out, first_block, k0, k1):
     """out[r, j] = 1 if u[r, j] < sigmoid(logits[r, j]) else 0."""
@@ -213,12 +238,12 @@ def _annealed_units(preactivation, t_from, t_to, hidden, gains, first_block, k0,
         before, after = _cast(t_from, a[0]), _cast(t_to, a[0])
         u = np.empty(4 * per_row, a.dtype)
         _row_uniforms(u, first_block + row * per_row, k0, k1)
-        total = zero
-        for i in range(n_units):
+        gain = np.empty(n_units, a.dtype)
+        for i in range(n_units):  # vectorized: a sum in this loop would keep it scalar
             x = after * a[i]
-            total += _softplus(x) - _softplus(before * a[i])
+            gain[i] = _softplus(x) - _softplus(before * a[i])
             hidden[row, i] = one if u[i] * (one + _exp(-x)) < one else zero
-        gains[row] = total
+        gains[row] = _sum(gain)
 
 
 def _ordered_units(preactivation, scale, penalties, log_tail, has_tail, z, draw_z, draw_h,
