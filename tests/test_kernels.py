@@ -568,7 +568,9 @@ def restore_threads():
 
 @needs_kernels
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_the_kernels_do_not_depend_on_the_thread_count(dtype, restore_threads):
+def test_the_kernels_do_not_depend_on_the_thread_count(dtype, restore_threads, monkeypatch):
+    # Calls this small stay on one thread by default: lower the bar so two threads split rows.
+    monkeypatch.setattr(kernels, "THREADED_MIN_ELEMENTS", 0)
     generator = torch.Generator().manual_seed(12)
     logits = (2.0 * torch.randn(203, 37, generator=generator, dtype=torch.float64)).to(dtype)
     penalties = torch.rand(37, generator=generator, dtype=torch.float64).to(dtype)
@@ -582,12 +584,16 @@ def test_the_kernels_do_not_depend_on_the_thread_count(dtype, restore_threads):
         outputs = [bernoulli_from_logits(logits, stream),
                    *ordered_hidden(logits, penalties, 0.5, stream),
                    *ordered_hidden(logits, penalties, None, stream,
-                                   z=torch.arange(203) % 37 + 1)]
+                                   z=torch.arange(203) % 37 + 1),
+                   *kernels.annealed_bernoulli(logits, 0.25, 0.5, stream)]
         v_next, state = model.gibbs_step(v, stream)
         outputs += [v_next, state.h, state.z, stream.get_state()]
         results.append(outputs)
     for one, two in zip(*results):
         assert torch.equal(one, two)
+    from irbm.kernels import _compiled
+    for pair in (_compiled.bernoulli_logits, _compiled.ordered_units, _compiled.annealed_units):
+        assert pair[1].signatures, "the threaded kernels did not run"
 
 
 # ---------------------------------------------------------------------------- training

@@ -10,6 +10,7 @@ Imported only when numba is installed (see `irbm.kernels`).
 from __future__ import annotations
 
 import math
+import types as types_module
 import warnings
 
 import numba
@@ -299,8 +300,13 @@ def _ordered_units(preactivation, scale, penalties, log_tail, has_tail, z, draw_
 
 
 def _compiled_pair(function):
-    """A serial and a multi-threaded (prange over rows) compilation of ``function``."""
-    return (numba.njit(**OPTIONS)(function), numba.njit(parallel=True, **OPTIONS)(function))
+    """A serial and a multi-threaded (prange over rows) compilation of ``function``. The
+    threaded one is a renamed copy: numba's on-disk cache is keyed by the function's name, not
+    by ``parallel``, so the two would otherwise load each other's machine code."""
+    threaded = types_module.FunctionType(function.__code__, function.__globals__,
+                                         function.__name__ + "_threaded")
+    threaded.__qualname__ = function.__qualname__ + "_threaded"
+    return (numba.njit(**OPTIONS)(function), numba.njit(parallel=True, **OPTIONS)(threaded))
 
 
 bernoulli_logits = _compiled_pair(_bernoulli_logits)
