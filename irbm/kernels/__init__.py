@@ -19,7 +19,7 @@ import torch
 from .philox import PhiloxGenerator, blocks_per_row
 
 __all__ = ["PhiloxGenerator", "annealed_bernoulli", "bernoulli_from_logits", "blocks_per_row",
-           "compiled_available", "ordered_hidden", "usable"]
+           "compiled_available", "ordered_hidden", "runs_on", "usable"]
 
 try:  # numba is a dependency, but the library must work (slower) where it cannot load
     from . import _compiled
@@ -32,12 +32,17 @@ def compiled_available() -> bool:
     return _compiled is not None and os.environ.get("IRBM_KERNELS", "on").lower() != "off"
 
 
+def runs_on(*tensors: torch.Tensor) -> bool:
+    """Whether the kernels can take these tensors: compiled, contiguous float32 or float64 CPU
+    tensors, no autograd."""
+    return compiled_available() and all(
+        t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
+        and t.is_contiguous() and not t.requires_grad for t in tensors)
+
+
 def usable(generator, *tensors: torch.Tensor) -> bool:
-    """Whether the kernels can serve this call: a Philox stream, contiguous float32 or float64
-    CPU tensors, no autograd."""
-    return (isinstance(generator, PhiloxGenerator) and compiled_available()
-            and all(t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
-                    and t.is_contiguous() and not t.requires_grad for t in tensors))
+    """Whether the kernels can serve this call: a Philox stream and `runs_on` the tensors."""
+    return isinstance(generator, PhiloxGenerator) and runs_on(*tensors)
 
 
 # Elements of a call below which the kernels stay on one thread. Measured (2-core Xeon, torch 2

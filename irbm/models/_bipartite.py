@@ -203,7 +203,7 @@ class BipartitePath(AnnealingPath):
     def _kernel_stream(self, uniforms):
         """A Philox stream seeded from ``uniforms`` when `irbm.kernels` can run this path's
         steps (CPU, float32/64), else None (the eager steps draw from ``uniforms``)."""
-        if not kernels.usable(kernels.PhiloxGenerator(), self.activation, self.model.W.detach()):
+        if not kernels.runs_on(self.activation, self.model.W.detach()):
             return None
         seed = uniforms.filler(torch.empty(1, dtype=torch.float64, device=self.model.device))
         return kernels.PhiloxGenerator(int(seed()[0] * 2**62))
