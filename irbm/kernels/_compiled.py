@@ -2,7 +2,7 @@
 
 Each kernel draws its uniforms from the Philox stream inside the pass (`_row_uniforms`, the
 layout of `irbm.kernels.philox`), so rows are independent and may run on any thread. float32
-uses a polynomial exp and log that LLVM vectorizes (numba calls libm's scalar functions
+uses polynomial exp and softplus that LLVM vectorizes (numba calls libm's scalar functions
 otherwise, about 8 times slower); float64 uses libm, for reference-grade accuracy.
 Imported only when numba is installed (see `irbm.kernels`).
 """
@@ -96,22 +96,6 @@ def _exp32(x):
     return p * np.int32((k + np.int32(127)) << np.int32(23)).view(np.float32)
 
 
-@numba.njit(inline="always", **OPTIONS)
-def _log32(x):
-    """ln x for normal float32 x > 0: x = m 2^e with m in [sqrt(1/2), sqrt(2)), ln m =
-    2 atanh(s), s = (m - 1) / (m + 1), by its series to s^9 (relative error < 1e-9)."""
-    bits = np.float32(x).view(np.int32)
-    e = ((bits >> np.int32(23)) & np.int32(0xFF)) - np.int32(127)
-    m = np.int32((bits & np.int32(0x7FFFFF)) | np.int32(0x3F800000)).view(np.float32)
-    big = m > F32(1.4142135)
-    m = m * F32(0.5) if big else m
-    e = e + np.int32(1) if big else e
-    s = (m - F32(1.0)) / (m + F32(1.0))
-    s2 = s * s
-    series = F32(1.0) + s2 * (F32(1 / 3) + s2 * (F32(0.2) + s2 * (F32(1 / 7) + s2 * F32(1 / 9))))
-    return F32(e) * F32(0.6931471805599453) + F32(2.0) * s * series
-
-
 def _cast(value, like):
     pass
 
@@ -138,11 +122,15 @@ def _exp_overload(x):
 
 @numba.njit(inline="always", **OPTIONS)
 def _softplus32(x):
-    """ln(1 + e^x) = max(x, 0) + log1p(e^-|x|), with log1p(y) = ln(u) - ((u - 1) - y) / u,
-    u = 1 + y, which keeps tiny y accurate."""
+    """ln(1 + e^x) = max(x, 0) + log1p(y), y = e^-|x| in (0, 1], with log1p(y) = 2 atanh(s),
+    s = y / (2 + y) <= 1/3, by its series to s^13 (relative error < 1e-8; as fast as torch's
+    softplus and accurate for tiny y, where ln(1 + y) would round to 0)."""
     y = _exp32(-abs(x))
-    u = F32(1.0) + y
-    return max(x, F32(0.0)) + _log32(u) - ((u - F32(1.0)) - y) / u
+    s = y / (F32(2.0) + y)
+    s2 = s * s
+    series = F32(1.0) + s2 * (F32(1 / 3) + s2 * (F32(0.2) + s2 * (F32(1 / 7) + s2 * (
+        F32(1 / 9) + s2 * (F32(1 / 11) + s2 * F32(1 / 13))))))
+    return max(x, F32(0.0)) + F32(2.0) * s * series
 
 
 def _softplus(x):
