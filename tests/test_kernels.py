@@ -544,6 +544,33 @@ def test_fused_and_eager_sample_hidden_and_visible_agree(family, monkeypatch):
 
 
 @needs_kernels
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("family", ["orbm", "irbm"])
+def test_fused_and_eager_weighted_gradients_agree(family, dtype, monkeypatch):
+    """The fused z-aware statistics against the eager ones (themselves checked against brute
+    force in test_models_gradients), with the same z drawn and the stream left alike."""
+    model = random_model(family, dtype, n_visible=13, n_hidden=30, seed=8)
+    v = random_visible(120, model.n_visible, dtype, seed=5)
+    row_weights = torch.randn(120, generator=torch.Generator().manual_seed(2), dtype=dtype)
+    results = {}
+    for mode in ("on", "off"):
+        monkeypatch.setenv("IRBM_KERNELS", mode)
+        generator = generator_at(HIGH_KEY, 40)
+        gradients, z = model.weighted_gradients(v, row_weights, generator)
+        results[mode] = gradients, z, generator.get_state()
+    (fused, z_fused, end_fused), (eager, z_eager, end_eager) = results["on"], results["off"]
+    tolerance = {"rtol": 1e-10, "atol": 1e-12} if dtype == torch.float64 else \
+        {"rtol": 1e-4, "atol": 1e-5}
+    for name in eager:
+        torch.testing.assert_close(fused[name], eager[name], **tolerance)
+    assert (fused.appended is None) == (eager.appended is None) == (family == "orbm")
+    for name in eager.appended or {}:
+        torch.testing.assert_close(fused.appended[name], eager.appended[name], **tolerance)
+    assert torch.equal(end_fused, end_eager)
+    assert int((z_fused != z_eager).sum()) <= (0 if dtype == torch.float64 else 2)
+
+
+@needs_kernels
 def test_the_fused_z_follows_the_models_conditional(kernel_calls):
     """An iRBM's z from the fused Gibbs step, against exp(model.log_p_z_given_v(v))."""
     model = random_model("irbm", torch.float64, n_visible=5, n_hidden=4, seed=6)
@@ -585,14 +612,17 @@ def test_the_kernels_do_not_depend_on_the_thread_count(dtype, restore_threads, m
                    *ordered_hidden(logits, penalties, 0.5, stream),
                    *ordered_hidden(logits, penalties, None, stream,
                                    z=torch.arange(203) % 37 + 1),
-                   *kernels.annealed_bernoulli(logits, 0.25, 0.5, stream)]
+                   *kernels.annealed_bernoulli(logits, 0.25, 0.5, stream),
+                   *kernels.ordered_statistics(logits, penalties, 0.5,
+                                               torch.linspace(-1, 1, 203, dtype=dtype), stream)]
         v_next, state = model.gibbs_step(v, stream)
         outputs += [v_next, state.h, state.z, stream.get_state()]
         results.append(outputs)
     for one, two in zip(*results):
         assert torch.equal(one, two)
     from irbm.kernels import _compiled
-    for pair in (_compiled.bernoulli_logits, _compiled.ordered_units, _compiled.annealed_units):
+    for pair in (_compiled.bernoulli_logits, _compiled.ordered_units, _compiled.annealed_units,
+                 _compiled.ordered_statistics):
         assert pair[1].signatures, "the threaded kernels did not run"
 
 

@@ -19,7 +19,7 @@ import torch
 from .philox import PhiloxGenerator, blocks_per_row
 
 __all__ = ["PhiloxGenerator", "annealed_bernoulli", "bernoulli_from_logits", "blocks_per_row",
-           "compiled_available", "ordered_hidden", "runs_on", "usable"]
+           "compiled_available", "ordered_hidden", "ordered_statistics", "runs_on", "usable"]
 
 try:  # numba is a dependency, but the library must work (slower) where it cannot load
     from . import _compiled
@@ -135,3 +135,44 @@ def ordered_hidden(preactivation: torch.Tensor, penalties: torch.Tensor, log_tai
 
 
 
+
+
+def ordered_statistics(preactivation: torch.Tensor, penalties: torch.Tensor, log_tail,
+                       row_weights: torch.Tensor, generator: PhiloxGenerator):
+    """The ordered families' z-aware gradient statistics, fused (see their
+    ``weighted_gradients``), with z ~ P(z | v) drawn on the way.
+
+    Parameters
+    ----------
+    preactivation : Tensor (N, K)
+        W v + b.
+    penalties : Tensor (K,)
+    log_tail : float or None
+        As in `ordered_hidden`.
+    row_weights : Tensor (N,)
+        w_n of the weighted sum.
+    generator : PhiloxGenerator
+        Takes an (N, 1) draw for z.
+
+    Returns
+    -------
+    weighted_hidden : Tensor (N, K)
+        -w_n sigmoid(a_ni) P(z >= i | v_n), zero below the smallest normal number.
+    kept : Tensor (N, K)
+        -w_n P(z >= i | v_n).
+    tail : Tensor (N,) or None
+        -w_n P(z > K | v_n) when ``log_tail`` is given.
+    z : LongTensor (N,)
+    """
+    n_rows, n_units = preactivation.shape
+    weighted_hidden, kept = torch.empty_like(preactivation), torch.empty_like(preactivation)
+    tail = torch.empty(n_rows, dtype=preactivation.dtype)
+    z = torch.empty(n_rows, dtype=torch.int64)
+    z_block = generator.take(n_rows, 1)
+    kernel = _variant(_compiled.ordered_statistics, preactivation.numel())
+    kernel(preactivation.numpy(), penalties.to(preactivation.dtype).contiguous().numpy(),
+           preactivation.new_tensor(0.0 if log_tail is None else float(log_tail)).numpy()[()],
+           log_tail is not None, row_weights.to(preactivation.dtype).contiguous().numpy(),
+           z.numpy(), True, weighted_hidden.numpy(), kept.numpy(), tail.numpy(),
+           np.int64(z_block), *_key(generator))
+    return weighted_hidden, kept, (tail if log_tail is not None else None), z

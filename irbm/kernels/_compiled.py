@@ -25,6 +25,7 @@ KEY_STEP_0, KEY_STEP_1 = U64(0x9E3779B9), U64(0xBB67AE85)
 # exp(x) is taken as exp(max(x, EXP_FLOOR)) where x - max <= 0 is exponentiated: the eager
 # path's clamp at -80 (subnormal results are ~10 times slower and below rounding anyway).
 EXP_FLOOR = -80.0
+TINY32, TINY64 = float(np.finfo(np.float32).tiny), float(np.finfo(np.float64).tiny)
 # numba's own pedantic SSA check flags the inlined overloads below ("variable ... is not in
 # scope") while compiling correct code; only that message, only for these functions, is muted.
 warnings.filterwarnings("ignore", message=r".*_softplus_overload.*is not in scope",
@@ -107,6 +108,17 @@ def _cast_overload(value, like):
     if like == types.float32:
         return lambda value, like: np.float32(value)
     return lambda value, like: np.float64(value)
+
+
+def _smallest_normal(like):
+    pass
+
+
+@overload(_smallest_normal, inline="always")
+def _smallest_normal_overload(like):
+    if like == types.float32:
+        return lambda like: np.float32(TINY32)
+    return lambda like: np.float64(TINY64)
 
 
 def _exp(x):
@@ -202,6 +214,19 @@ def _sum(x):
     return (t0 + t1) + (t2 + t3)
 
 
+@numba.njit(inline="always", **OPTIONS)
+def _search(cdf, target):
+    """The first index whose CDF reaches ``target``, by bisection (torch.searchsorted's rule)."""
+    low, high = 0, cdf.shape[0] - 1
+    while low < high:
+        middle = (low + high) // 2
+        if cdf[middle] >= target:
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
 # ---------------------------------------------------------------------- kernels
 def _bernoulli_logits(logits, out, first_block, k0, k1):
     """out[r, j] = 1 if u[r, j] < sigmoid(logits[r, j]) else 0."""
@@ -269,15 +294,7 @@ def _ordered_units(preactivation, scale, penalties, log_tail, has_tail, z, draw_
         if draw_z:
             u = np.empty(4, a.dtype)
             _row_uniforms(u, z_block + row, k0, k1)
-            target = (1 - u[0]) * total
-            low, high = 0, n_columns - 1  # first column whose CDF reaches the target
-            while low < high:
-                middle = (low + high) // 2
-                if columns[middle] >= target:
-                    high = middle
-                else:
-                    low = middle + 1
-            z[row] = low + 1
+            z[row] = _search(columns, (1 - u[0]) * total) + 1
         selected = min(z[row], n_units)
         uniform = np.empty(4 * per_row, a.dtype)
         _row_uniforms(uniform, hidden_block + row * per_row, k0, k1)
@@ -285,6 +302,50 @@ def _ordered_units(preactivation, scale, penalties, log_tail, has_tail, z, draw_
             hidden[row, i] = one if uniform[i] * (one + _exp(-a[i])) < one else zero
         for i in range(selected, n_units):
             hidden[row, i] = zero
+
+
+def _ordered_statistics(preactivation, penalties, log_tail, has_tail, row_weights, z, draw_z,
+                        weighted_hidden, kept, tail, z_block, k0, k1):
+    """The ordered families' z-aware gradient statistics for each row r, in one pass:
+
+    survival_ri = P(z >= i | v_r) from the columns of `_ordered_units` (a reverse cumulative
+    sum, so that small tail masses keep their precision), kept_ri = -w_r survival_ri,
+    weighted_hidden_ri = sigmoid(a_ri) kept_ri (zeroed below the smallest normal number:
+    subnormal operands slow the product that follows 12-fold), tail_r = -w_r P(z > K | v_r)
+    when ``has_tail``, and z_r ~ P(z | v_r) when ``draw_z``.
+    """
+    n_rows, n_units = preactivation.shape
+    n_columns = n_units + 1 if has_tail else n_units
+    for row in numba.prange(n_rows):
+        a = preactivation[row]
+        zero, one = _cast(0.0, a[0]), _cast(1.0, a[0])
+        tiny = _smallest_normal(a[0])
+        columns = np.empty(n_columns, a.dtype)
+        for i in range(n_units):  # vectorized
+            columns[i] = _softplus(a[i]) - penalties[i]
+        top = _prefix_sum_max(columns, n_units)
+        if has_tail:
+            columns[n_units] = columns[n_units - 1] + log_tail
+            top = columns[n_units] if columns[n_units] > top else top
+        floor = _cast(EXP_FLOOR, a[0])
+        reverse = np.empty(n_columns, a.dtype)
+        for i in range(n_columns):  # vectorized
+            columns[i] = _exp(max(columns[i] - top, floor))
+            reverse[n_columns - 1 - i] = columns[i]
+        _prefix_sum_max(columns, n_columns)  # the unnormalized CDF
+        _prefix_sum_max(reverse, n_columns)  # reverse[j]: the mass of the last j + 1 columns
+        total = columns[n_columns - 1]
+        for i in range(n_units):  # vectorized
+            weight = min(reverse[n_columns - 1 - i] / total, one) * -row_weights[row]
+            kept[row, i] = weight
+            value = weight / (one + _exp(-a[i]))
+            weighted_hidden[row, i] = value if abs(value) >= tiny else zero
+        if has_tail:
+            tail[row] = min(reverse[0] / total, one) * -row_weights[row]
+        if draw_z:
+            u = np.empty(4, a.dtype)
+            _row_uniforms(u, z_block + row, k0, k1)
+            z[row] = _search(columns, (1 - u[0]) * total) + 1
 
 
 def _compiled_pair(function):
@@ -300,3 +361,4 @@ def _compiled_pair(function):
 bernoulli_logits = _compiled_pair(_bernoulli_logits)
 ordered_units = _compiled_pair(_ordered_units)
 annealed_units = _compiled_pair(_annealed_units)
+ordered_statistics = _compiled_pair(_ordered_statistics)
