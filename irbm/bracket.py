@@ -188,12 +188,14 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time) -> list[str]:
 def _suspect(levels: list[dict]) -> str:
     """Which side is likely the loose one, from the diagnostics of the last level(s)."""
     last = levels[-1]
-    ais = last["ais"][last["best_path"]] if last["best_path"] in last["ais"] else None
+    # The optimistic side kept is the best level's (lowest NLL): judge that level's AIS run.
+    source = min(levels, key=lambda level: level.get("own_optimistic", level["optimistic"]))
+    ais = source["ais"].get(source["best_path"])
     notes = []
     if ais is not None and ais["effective_sample_size"] < DEGENERATE_SHARE * ais["n_chains"]:
         notes.append(f"the optimistic side is suspect: its AIS weights are degenerate (effective "
-                     f"sample size {ais['effective_sample_size']:.1f} of {ais['n_chains']}), "
-                     "so ln Z is likely too low")
+                     f"sample size {ais['effective_sample_size']:.1f} of {ais['n_chains']} at "
+                     f"{source['n_betas']} temperatures), so ln Z is likely too low")
     if len(levels) >= 2:
         fall = levels[-2]["conservative"] - last["conservative"]
         if fall > MOVEMENT:
