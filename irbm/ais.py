@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 
 from ._ais_chains import check_path, run_chains
 from ._io import atomic_write
+from .kernels import compiled_available
 from .models import TrajectoryPath
 
 
@@ -376,6 +377,10 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
             "model": model.config(), "parameters": _digest(*model.state_dict().values()),
             "betas": _digest(torch.from_numpy(betas)), "n_betas": len(betas), "base": base_name,
             "base_bias": _digest(base_bias), "path": annealing.description,
+            # Every model along a trajectory, not only how many; and whether the fused kernels
+            # (another random stream) drew the chains, so a resumed run never mixes streams.
+            "trajectory": [_digest(*m.state_dict().values()) for m in trajectory or []],
+            "kernels": device.type == "cpu" and compiled_available(),
             "n_chains": n_chains, "seed": seed,
             "chain_batch_size": chain_batch_size, "dtype": str(dtype), "device": device.type})
         all_log_weights, all_samples, seconds = _load_checkpoint(checkpoint_path, config)

@@ -1,5 +1,6 @@
 """AIS against exact log Z on small models of every family (float64, fixed seeds)."""
 
+import copy
 import math
 
 import numpy as np
@@ -15,6 +16,7 @@ from irbm.ais import (
     log_mean_interval,
     make_betas,
 )
+from irbm.kernels import compiled_available
 from irbm.models import BipartiteModel
 
 FAMILIES = ("rbm", "orbm", "irbm")
@@ -245,6 +247,38 @@ def test_resume_gives_the_same_log_weights(tmp_path, monkeypatch):
         estimate_log_partition(model, checkpoint_path=path, **options)
     with pytest.raises(ValueError, match="seed"):
         estimate_log_partition(model, checkpoint_path=path, **{**options, "seed": None})
+
+
+def test_a_checkpoint_names_every_model_of_its_trajectory_and_its_random_stream(tmp_path,
+                                                                                 monkeypatch):
+    model = make_model("rbm", scale=0.5, dtype=torch.float64)
+    earlier = copy.deepcopy(model)
+    with torch.no_grad():
+        earlier.W.mul_(0.5)
+    options = dict(n_chains=20, n_betas=20, seed=3, chain_batch_size=10, progress=False,
+                   base="model")
+    path = tmp_path / "ais.npz"
+    original, calls = ais.run_chains, []
+
+    def interrupted_after_one(*args, **kwargs):
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(ais, "run_chains", interrupted_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        estimate_log_partition(model, trajectory=[earlier], checkpoint_path=path, **options)
+    monkeypatch.setattr(ais, "run_chains", original)
+    other = copy.deepcopy(earlier)  # a trajectory of the same length, another model on it
+    with torch.no_grad():
+        other.W.mul_(0.5)
+    with pytest.raises(ValueError, match="another configuration"):
+        estimate_log_partition(model, trajectory=[other], checkpoint_path=path, **options)
+    if compiled_available():  # switching them off changes the stream the chains draw from
+        monkeypatch.setenv("IRBM_KERNELS", "off")
+        with pytest.raises(ValueError, match="another configuration"):
+            estimate_log_partition(model, trajectory=[earlier], checkpoint_path=path, **options)
 
 
 def test_seed_and_generator_reproduce():
