@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Issue 27's rows at the paper's protocol (CalTech101): the iRBM under the authors' profile to
+# 4,000 epochs with the snapshot of best validation NLL among 1,000, 2,000, 3,000 and 4,000
+# (scripts/paper_results.py's selection), the oRBM-500 to 5,000 and the RBM-2000 to 2,000; each
+# final model copied to results/models/ and bracketed there (scripts/bracket_results.py).
+# RUNS: where the runs live (default runs/). Every step resumes where it stopped; the committed
+# checkpoints continue a run on a fresh clone (results/checkpoints/README.md).
+set -euo pipefail
+RUNS="${RUNS:-runs}"
+cd "$(dirname "$0")/.."
+paper=(--batch-size 64 --cd-k 10 --seed 1234 --threads 1)
+train() { EVERY=$1 EPOCHS=$2 bash scripts/train_snapshots.sh "$RUNS/$3" "${@:4}" "${paper[@]}"; }
+# The first two predate --random-stream (torch.Generator stream; they resume with it).
+train 100 4000 irbm-authors irbm caltech101 --profile authors --n-hidden 1 --beta 1.01 --lr 0.05 \
+    --l1 0.001
+train 250 5000 orbm500-l1e-3 orbm caltech101 --n-hidden 500 --beta 1.01 --lr 0.01 --l1 0.001
+train 250 2000 rbm2000-adagrad-philox rbm caltech101 --n-hidden 2000 --lr 0.01
+# Model selection for the iRBM: validation NLL of each 1,000-epoch snapshot (AIS, linear path).
+python scripts/paper_results.py \
+    "$RUNS/irbm-authors/snapshots/1000,$RUNS/irbm-authors/snapshots/2000,$RUNS/irbm-authors/snapshots/3000,$RUNS/irbm-authors/snapshots/4000" \
+    --out results/caltech101_irbm_selection --chains 300 --betas 5000 --raise-rows 0 --threads 1
+selected=$(python -c "import json,sys; print(json.load(open(sys.argv[1]))[0]['run'])" \
+    results/caltech101_irbm_selection.json)
+copy() { [[ -d results/models/$2 ]] || cp -r "$1" "results/models/$2"; }
+copy "$selected" irbm-authors-selected
+copy "$RUNS/orbm500-l1e-3/snapshots/5000" orbm500-l1e-3-e5000
+copy "$RUNS/rbm2000-adagrad-philox/snapshots/2000" rbm2000-adagrad-e2000
+bracket() {
+  python scripts/bracket_results.py "results/models/$1" --out "/tmp/$1" --evaluate --chains "$2" \
+      --rows 300 --max-seconds 1500
+}
+bracket orbm500-l1e-3-e5000 1000
+bracket irbm-authors-selected 500
+bracket rbm2000-adagrad-e2000 500
+python scripts/bracket_results.py \
+    results/models/{rbm100-adagrad,rbm500-adagrad,orbm500-l1e-3,irbm-l1e-3}-e1000 \
+    results/models/{orbm500-l1e-3-e5000,irbm-authors-selected,rbm2000-adagrad-e2000} \
+    --out results/caltech101_brackets
