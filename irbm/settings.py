@@ -190,8 +190,9 @@ class Settings:
         "only the first chains)", "training", None, choices=RULES["chains_per_update"])
     random_stream: str | None = _setting(
         "the Gibbs sampler's uniforms: 'philox' (counter-based, serves the fused sampling "
-        "kernels; a new run's default) or 'torch' (torch.Generator, eager sampling; what runs "
-        "trained before the kernels used, and resume with)", "training", None,
+        "kernels; a new CPU run's default) or 'torch' (torch.Generator, eager sampling; the "
+        "default on CUDA, and what runs trained before the kernels used and resume with)",
+        "training", None,
         choices=RANDOM_STREAMS)
     cd_k: int = _setting("Gibbs steps per update", "training", 10, minimum=1)
     pcd: bool = _setting("persistent chains (PCD-k); --no-pcd for CD-k", "training", True)

@@ -152,11 +152,13 @@ class Trainer:
         advances only the first chains).
     seed : int
         Seeds the Gibbs sampler and the minibatch order.
-    random_stream : {"philox", "torch"}
+    random_stream : {"philox", "torch"} or None
         The Gibbs sampler's uniforms: a counter-based Philox stream, which lets the families
         run fused, multi-threaded sampling kernels on the CPU (`irbm.kernels`) with draws that
         do not depend on the thread count; or a torch.Generator and eager PyTorch ("torch",
-        every run trained before irbm had kernels; their checkpoints resume with it).
+        every run trained before irbm had kernels; their checkpoints resume with it). None:
+        "philox" on the CPU, "torch" elsewhere (on CUDA the kernels do not run, and the Philox
+        reference, a few dozen small integer kernels per draw, is slower than torch's own).
     device : torch.device or str, optional
         Where to train; the model is moved there.
     n_chains : int, optional
@@ -169,7 +171,7 @@ class Trainer:
                  optimizer="adagrad", lr=0.03, l1=0.0, l2=0.0, seed=1234, device=None,
                  n_chains=None, epsilon=1e-6, regularization="proximal", growth="any",
                  epsilon_placement="outside", growth_trigger="tail", new_unit="update",
-                 pruning="all", shuffle=True, chains_per_update="all", random_stream="philox",
+                 pruning="all", shuffle=True, chains_per_update="all", random_stream=None,
                  progress=True):
         cd_k, batch_size = _count(cd_k, "cd_k"), _count(batch_size, "batch_size")
         n_chains = None if n_chains is None else _count(n_chains, "n_chains")
@@ -178,15 +180,18 @@ class Trainer:
         for name, value in rules.items():
             if value not in RULES[name]:
                 raise ValueError(f"{name} must be one of {RULES[name]}, got {value!r}")
-        if random_stream not in RANDOM_STREAMS:
-            raise ValueError(f"random_stream must be one of {RANDOM_STREAMS}, got "
+        if random_stream is not None and random_stream not in RANDOM_STREAMS:
+            raise ValueError(f"random_stream must be one of {RANDOM_STREAMS} or None, got "
                              f"{random_stream!r}")
+        target = torch.device(device) if device is not None else model.device
+        if random_stream is None:
+            random_stream = "philox" if target.type == "cpu" else "torch"
         self.config = TrainingConfig(cd_k, bool(persistent), batch_size, optimizer, float(lr),
                                      float(l1), float(l2), float(epsilon), n_chains,
                                      int(seed), regularization, growth, epsilon_placement,
                                      growth_trigger, new_unit, pruning, bool(shuffle),
                                      chains_per_update, random_stream)
-        self.device = torch.device(device) if device is not None else model.device
+        self.device = target
         try:
             self.model = model.to(self.device)
         except (RuntimeError, AssertionError) as error:  # e.g. "cuda" without a GPU
