@@ -188,8 +188,9 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time) -> list[str]:
 def _suspect(levels: list[dict]) -> str:
     """Which side is likely the loose one, from the diagnostics of the last level(s)."""
     last = levels[-1]
-    # The optimistic side kept is the best level's (lowest NLL): judge that level's AIS run.
-    source = min(levels, key=lambda level: level.get("own_optimistic", level["optimistic"]))
+    # The optimistic side kept is the best level's (the highest ln Z, hence the highest of
+    # these lower bounds on the NLL): judge that level's AIS run.
+    source = max(levels, key=lambda level: level.get("own_optimistic", level["optimistic"]))
     ais = source["ais"].get(source["best_path"])
     notes = []
     if ais is not None and ais["effective_sample_size"] < DEGENERATE_SHARE * ais["n_chains"]:

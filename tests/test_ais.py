@@ -16,7 +16,6 @@ from irbm.ais import (
     log_mean_interval,
     make_betas,
 )
-from irbm.kernels import compiled_available
 from irbm.models import BipartiteModel
 
 FAMILIES = ("rbm", "orbm", "irbm")
@@ -128,6 +127,20 @@ def test_ais_matches_exact_log_partition(family, path, kind, base, trained):
     assert result.log_z_low <= exact <= result.log_z_high
     assert result.log_weights.dtype == torch.float64 and result.log_weights.shape == (N_CHAINS,)
     assert result.samples.shape == (N_CHAINS, N_VISIBLE) and result.n_betas == N_BETAS
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_eager_linear_steps_match_the_exact_log_partition(family, trained, monkeypatch):
+    """The linear path's eager steps (what runs on CUDA or without numba; on a CPU with numba
+    the test above runs the fused kernels) on the trained models, same budget and checks."""
+    monkeypatch.setenv("IRBM_KERNELS", "off")
+    data, models = trained
+    model = models[family]
+    exact = model.log_partition_exact()
+    result = estimate_log_partition(model, N_CHAINS, N_BETAS, base="data", path="linear",
+                                    data=data, seed=11, progress=False)
+    assert abs(result.log_z - exact) < 0.1
+    assert result.log_z_low <= exact <= result.log_z_high
 
 
 def test_float32_model_and_hook_only_family():
@@ -249,6 +262,22 @@ def test_resume_gives_the_same_log_weights(tmp_path, monkeypatch):
         estimate_log_partition(model, checkpoint_path=path, **{**options, "seed": None})
 
 
+def _interrupted_after_one_batch(monkeypatch, model, path, **options):
+    """Run AIS into checkpoint ``path`` until one chain batch is saved, then stop."""
+    original, calls = ais.run_chains, []
+
+    def interrupted(*args, **kwargs):
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(ais, "run_chains", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        estimate_log_partition(model, checkpoint_path=path, **options)
+    monkeypatch.setattr(ais, "run_chains", original)
+
+
 def test_a_checkpoint_names_every_model_of_its_trajectory_and_its_random_stream(tmp_path,
                                                                                  monkeypatch):
     model = make_model("rbm", scale=0.5, dtype=torch.float64)
@@ -257,28 +286,29 @@ def test_a_checkpoint_names_every_model_of_its_trajectory_and_its_random_stream(
         earlier.W.mul_(0.5)
     options = dict(n_chains=20, n_betas=20, seed=3, chain_batch_size=10, progress=False,
                    base="model")
-    path = tmp_path / "ais.npz"
-    original, calls = ais.run_chains, []
-
-    def interrupted_after_one(*args, **kwargs):
-        if calls:
-            raise KeyboardInterrupt
-        calls.append(1)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(ais, "run_chains", interrupted_after_one)
-    with pytest.raises(KeyboardInterrupt):
-        estimate_log_partition(model, trajectory=[earlier], checkpoint_path=path, **options)
-    monkeypatch.setattr(ais, "run_chains", original)
+    path = tmp_path / "trajectory.npz"
+    _interrupted_after_one_batch(monkeypatch, model, path, trajectory=[earlier], **options)
     other = copy.deepcopy(earlier)  # a trajectory of the same length, another model on it
     with torch.no_grad():
         other.W.mul_(0.5)
     with pytest.raises(ValueError, match="another configuration"):
         estimate_log_partition(model, trajectory=[other], checkpoint_path=path, **options)
-    if compiled_available():  # switching them off changes the stream the chains draw from
+    # The trajectory path's steps are eager: switching the kernels off changes nothing.
+    monkeypatch.setenv("IRBM_KERNELS", "off")
+    estimate_log_partition(model, trajectory=[earlier], checkpoint_path=path, **options)
+    if _kernels_importable():
+        # The linear path's steps run on the kernels (another stream) where they can.
+        monkeypatch.delenv("IRBM_KERNELS")
+        linear = tmp_path / "linear.npz"
+        _interrupted_after_one_batch(monkeypatch, model, linear, **options)
         monkeypatch.setenv("IRBM_KERNELS", "off")
         with pytest.raises(ValueError, match="another configuration"):
-            estimate_log_partition(model, trajectory=[earlier], checkpoint_path=path, **options)
+            estimate_log_partition(model, checkpoint_path=linear, **options)
+
+
+def _kernels_importable() -> bool:
+    from irbm import kernels
+    return kernels._compiled is not None
 
 
 def test_seed_and_generator_reproduce():

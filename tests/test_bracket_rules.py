@@ -41,7 +41,7 @@ def test_each_rule_says_why(levels, fragment):
 
 
 def test_which_side_is_suspect_and_the_time_budget_are_named():
-    levels = [level(1000, 100.2, 104.0), level(2000, 100.1, 103.0, ess=3.0)]
+    levels = [level(1000, 100.0, 104.0), level(2000, 100.1, 103.0, ess=3.0)]
     reasons = verdict(levels, tolerance=1.0, out_of_time=True)
     assert "optimistic side is suspect: its AIS weights are degenerate" in reasons[0]
     assert "conservative side is suspect: it still fell by 1.00" in reasons[0]
@@ -52,15 +52,16 @@ def test_which_side_is_suspect_and_the_time_budget_are_named():
 
 
 def test_the_suspect_optimistic_side_is_judged_on_the_level_that_gave_it():
-    # The kept optimistic side (100.0) came from the first level, whose weights are healthy;
-    # the last level's degenerate run (own NLL 100.3) was not kept.
-    healthy_kept = [level(1000, 100.0, 104.0, ess=80.0),
-                    level(2000, 100.0, 103.9, own=(100.3, 103.9), ess=2.0)]
+    # Levels as bracket_nll builds them: each keeps the highest optimistic NLL (highest ln Z)
+    # so far. Here the first level's healthy run is kept; the last level's degenerate run
+    # (own NLL 100.0, ESS 2) was not.
+    healthy_kept = [level(1000, 100.3, 104.0, ess=80.0),
+                    level(2000, 100.3, 103.9, own=(100.0, 103.9), ess=2.0)]
     assert not any("optimistic side is suspect" in r
                    for r in verdict(healthy_kept, tolerance=1.0, out_of_time=False))
     # And the reverse: the kept side is the degenerate level's.
-    degenerate_kept = [level(1000, 100.3, 104.0, ess=80.0),
-                       level(2000, 100.0, 103.9, own=(100.0, 103.9), ess=2.0)]
+    degenerate_kept = [level(1000, 100.0, 104.0, ess=80.0),
+                       level(2000, 100.3, 103.9, own=(100.3, 103.9), ess=2.0)]
     reasons = verdict(degenerate_kept, tolerance=1.0, out_of_time=False)
     assert any("effective sample size 2.0 of 100 at 2000 temperatures" in r for r in reasons)
 

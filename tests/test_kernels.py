@@ -331,6 +331,28 @@ def test_float32_ordered_hidden_units_with_very_negative_preactivations_are_zero
     assert float(h.sum()) == 0.0
 
 
+def test_a_zero_uniform_never_turns_on_a_unit_of_zero_probability(monkeypatch):
+    # Key 0, block 14,883,995: its first float32 uniform is exactly 0 (found by a review).
+    at_zero = PhiloxGenerator(0)
+    at_zero.position = 14_883_995
+    assert float(at_zero.uniform((1, 4))[0, 0]) == 0.0
+    logits = torch.full((1, 4), -200.0)  # sigmoid underflows to exactly 0 in float32
+    for mode in (["on", "off"] if compiled_available() else ["off"]):
+        monkeypatch.setenv("IRBM_KERNELS", mode)
+        stream = PhiloxGenerator(0)
+        stream.position = 14_883_995
+        sample = (bernoulli_from_logits(logits, stream) if mode == "on"
+                  else irbm.models.bernoulli(torch.sigmoid(logits), stream))
+        assert float(sample.sum()) == 0.0, mode
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_uniforms_lie_below_one(dtype):
+    draws = PhiloxGenerator(5).uniform((4000, 9), dtype)
+    assert draws.dtype == dtype and float(draws.min()) >= 0.0 and float(draws.max()) < 1.0
+    assert abs(float(draws.float().mean()) - 0.5) < 0.01
+
+
 # ---------------------------------------------------------------------------- ordered kernel
 # Tiny ordered layers whose z spreads over every category: pre-activations a_i and penalties.
 ORDERED_CASES = {
@@ -475,7 +497,8 @@ def kernel_calls(monkeypatch):
             return original(*args, **kwargs)
         return called
 
-    for name in ("bernoulli_from_logits", "ordered_hidden"):
+    for name in ("bernoulli_from_logits", "ordered_hidden", "ordered_statistics",
+                 "annealed_bernoulli"):
         monkeypatch.setattr(kernels, name, spy(name, getattr(kernels, name)))
     return calls
 
@@ -546,7 +569,7 @@ def test_fused_and_eager_sample_hidden_and_visible_agree(family, monkeypatch):
 @needs_kernels
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("family", ["orbm", "irbm"])
-def test_fused_and_eager_weighted_gradients_agree(family, dtype, monkeypatch):
+def test_fused_and_eager_weighted_gradients_agree(family, dtype, monkeypatch, kernel_calls):
     """The fused z-aware statistics against the eager ones (themselves checked against brute
     force in test_models_gradients), with the same z drawn and the stream left alike."""
     model = random_model(family, dtype, n_visible=13, n_hidden=30, seed=8)
@@ -558,6 +581,7 @@ def test_fused_and_eager_weighted_gradients_agree(family, dtype, monkeypatch):
         generator = generator_at(HIGH_KEY, 40)
         gradients, z = model.weighted_gradients(v, row_weights, generator)
         results[mode] = gradients, z, generator.get_state()
+        assert kernel_calls == ["ordered_statistics"]  # once, by the fused pass only
     (fused, z_fused, end_fused), (eager, z_eager, end_eager) = results["on"], results["off"]
     tolerance = {"rtol": 1e-10, "atol": 1e-12} if dtype == torch.float64 else \
         {"rtol": 1e-4, "atol": 1e-5}

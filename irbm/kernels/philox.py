@@ -10,6 +10,7 @@ checkpointed in a few bytes.
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import torch
@@ -45,11 +46,15 @@ def philox_words(counters: torch.Tensor, key: tuple[int, int]) -> torch.Tensor:
 
 
 def words_to_uniform(words: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """32-bit words to U[0, 1): float32 keeps the top 24 bits (every value exact), float64 all
-    32."""
-    if dtype == torch.float32:
-        return (words >> 8).to(torch.float32) * 2.0**-24
-    return words.to(dtype) * 2.0**-32
+    """32-bit words to U[0, 1) in ``dtype``: the top m bits, m the dtype's significand (24 for
+    float32, 11 for float16, 8 for bfloat16; all 32 for float64), so every value is exact and
+    below 1 (rounding a finer uniform could give 1.0, or inf in float16 on the way)."""
+    if not dtype.is_floating_point:
+        raise ValueError(f"uniforms are drawn in a floating-point dtype, not {dtype}")
+    bits = min(round(-math.log2(torch.finfo(dtype).eps)) + 1, 32)
+    # Integers below 2^24 and their scaling are exact in float32 (no float64 on some devices).
+    exact = torch.float64 if bits > 24 else torch.float32
+    return (words >> (32 - bits)).to(exact).mul_(2.0**-bits).to(dtype)
 
 
 class PhiloxGenerator:

@@ -153,6 +153,7 @@ class BipartitePath(AnnealingPath):
     """
 
     description = "linear: W v + b scaled by t (Salakhutdinov & Murray)"
+    fused_steps = True
 
     def __init__(self, model: BipartiteModel, base_visible_bias):
         self.model = model

@@ -57,6 +57,8 @@ class PinnedPath(BipartitePath):
         Pin strength (nats per unit of |z - K|) at the start of the release.
     """
 
+    fused_steps = False  # its own step, eager throughout
+
     def __init__(self, model, base_visible_bias, pin: int, *, release_fraction: float = 0.25,
                  kappa_max: float = 5.0):
         if not 1 <= int(pin) <= model.n_hidden:
