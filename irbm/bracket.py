@@ -5,8 +5,18 @@ of ln Z (Z-hat is unbiased, so P(ln Z-hat > ln Z + k) <= e^-k), and so is the ce
 ln sum_v exp(-F(v)) over distinct visited states; the highest of them gives the lowest NLL
 that can be trusted not to be too high. The conservative side comes from reverse annealing
 (RAISE, Burda, Grosse & Salakhutdinov 2015): per row, ln p-hat(v) is a stochastic lower bound of
-ln p(v), so its average NLL errs high. Both converge to the exact NLL as the temperatures grow,
-so `irbm.evaluate.bracket_nll` doubles them until the sides meet within a tolerance.
+ln p_A(v), the likelihood under the *annealing model* A (the distribution of the forward chains'
+final states along the same path), so its average NLL errs high for A. A equals the model only
+when the forward chains reach all of the model's mass. Where they miss mass far from the data,
+A gives the data more probability than the model does and RAISE errs low: on a CalTech101 iRBM
+(authors' profile, 4,000 epochs) the linear path's chains all end near z = 217, the data's z,
+while the model's mass sits near z = 400; RAISE along it gave 130.5 nats against AIS's 134.4
+(pinned path). Both sides converge to the exact NLL as the temperatures grow, so
+`irbm.evaluate.bracket_nll` doubles them until the sides meet within a tolerance.
+
+Since no AIS estimate can overshoot ln Z by more than a few nats except by rare luck, a RAISE
+NLL below the optimistic side beyond their noise is refuted: its annealing model misses mass the
+forward chains found, and it is left out of the conservative side (`judge_conservative`).
 
 RAISE runs on a random subset of rows. Its per-row estimate of ln Z,
 d_n = -ln p-hat(v_n) - F(v_n), varies far less across rows than the NLL itself (F carries the
@@ -18,6 +28,7 @@ This module holds the record and the rules; `irbm.evaluate.bracket_nll` runs the
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 
@@ -27,6 +38,9 @@ import torch
 MOVEMENT = 0.2
 # Sides crossing by more than this many standard errors (plus the bounds' slack) mean a defect.
 CROSSING_SIGMAS = 3.0
+# The slack granted to the optimistic side's lower bound on ln Z (nats): an AIS estimate
+# overshoots ln Z by k nats with probability below e^-k.
+OVERSHOOT = 1.0
 # AIS weights resting on fewer effective chains than this share are called degenerate.
 DEGENERATE_SHARE = 0.1
 
@@ -134,6 +148,73 @@ def control_variate(free_all: torch.Tensor, free_rows: torch.Tensor,
     return float(free_all.double().mean() + per_row.mean()), stderr
 
 
+def crossing_noise(stderr: float) -> float:
+    """How far (nats) a RAISE NLL with standard error ``stderr`` may fall below the optimistic
+    side before the two contradict each other: three standard errors plus AIS's slack."""
+    return CROSSING_SIGMAS * stderr + OVERSHOOT
+
+
+def refuted(estimate: dict, optimistic: float) -> bool:
+    """Whether a RAISE record {"whole", "stderr"} lies below ``optimistic`` beyond the noise."""
+    return estimate["whole"] < optimistic - crossing_noise(estimate["stderr"])
+
+
+def judge_conservative(levels: list[dict]) -> None:
+    """Set the last level's conservative side from the RAISE records of every level so far.
+
+    Each level holds ``raise`` (per route: ``whole``, ``rows``, ``stderr``) and ``optimistic``
+    (the best of all levels so far). The level's own side (``raise_path``,
+    ``own_conservative``, ``own_conservative_stderr``) is its lowest RAISE NLL that
+    ``optimistic`` does not refute; the kept side (``conservative``, ``conservative_rows``,
+    ``conservative_stderr``, ``conservative_from``) the lowest such of any level, each a
+    stochastic upper bound of the NLL of its annealing model. ``refuted`` lists the last
+    level's routes left out. With nothing left the side is +inf: no conservative bound."""
+    last = levels[-1]
+    optimistic = last["optimistic"]
+
+    # A route refuted at any level is left out at every level: its RAISE falls towards the NLL
+    # of its annealing model as temperatures grow, and that model has been shown to miss mass.
+    ruled_out = {route for level in levels for route, record in level["raise"].items()
+                 if refuted(record, optimistic)}
+
+    def lowest(candidates):
+        kept = [c for c in candidates if c[1] not in ruled_out]
+        return min(kept, key=lambda c: c[2]["whole"]) if kept else None
+
+    own = lowest([(last["n_betas"], route, record) for route, record in last["raise"].items()])
+    best = lowest([(level["n_betas"], route, record) for level in levels
+                   for route, record in level["raise"].items()])
+    last["refuted"] = {route: min(level["raise"][route]["whole"] for level in levels
+                                  if route in level["raise"]) for route in sorted(ruled_out)}
+    last.update(raise_path=own and own[1],
+                own_conservative=own[2]["whole"] if own else math.inf,
+                own_conservative_stderr=own[2]["stderr"] if own else math.inf,
+                conservative=best[2]["whole"] if best else math.inf,
+                conservative_rows=best[2]["rows"] if best else math.inf,
+                conservative_stderr=best[2]["stderr"] if best else math.inf,
+                conservative_from=best and f"{best[1]}, {best[0]} temperatures")
+
+
+def rejudge(summary: dict) -> dict:
+    """A stored bracket (`Bracket.summary()`) judged again under the current rules from its
+    per-level estimates, without sampling: its conservative side, width, certification and
+    reasons are recomputed, the estimates themselves are kept."""
+    levels = copy.deepcopy(summary["levels"])
+    for index in range(len(levels)):
+        judge_conservative(levels[:index + 1])
+    stopped_by = summary.get("stopped_by")
+    if stopped_by is None:  # brackets stored before stopped_by was: read it from the reasons
+        stopped = [reason for reason in summary.get("reasons", []) if reason.startswith("stopped")]
+        stopped_by = stopped and ("time" if "time budget" in stopped[-1] else "temperatures")
+    reasons = verdict(levels, tolerance=summary["tolerance"], out_of_time=stopped_by or False)
+    last = levels[-1]
+    return {**summary, "levels": levels, "conservative": last["conservative"],
+            "conservative_rows": last["conservative_rows"],
+            "conservative_stderr": last["conservative_stderr"],
+            "width": last["conservative"] - last["optimistic"], "certified": not reasons,
+            "reasons": reasons}
+
+
 def verdict(levels: list[dict], *, tolerance: float, out_of_time) -> list[str]:
     """Why the last level's bracket is not certified (empty list: it is).
 
@@ -141,8 +222,18 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time) -> list[str]:
     ``ais`` (per path: ``log_z``, ``effective_sample_size``, ``n_chains``) and ``best_path``."""
     last, reasons = levels[-1], []
     width = last["conservative"] - last["optimistic"]
-    noise = CROSSING_SIGMAS * last["conservative_stderr"] + 1.0
-    if width < -noise:
+    noise = crossing_noise(last["conservative_stderr"])
+    if last.get("refuted"):
+        listed = "; ".join(f"{route}: {nll:.2f}" for route, nll in last["refuted"].items())
+        reasons.append(
+            f"RAISE ({listed}) falls below the optimistic side ({last['optimistic']:.2f}) "
+            "beyond its noise, so it is left out: RAISE bounds the NLL of its annealing model "
+            "(where its forward chains end), and those chains miss mass that AIS found away "
+            "from the data, so the model holds mass no reverse chain from a data row visits")
+    if not math.isfinite(last["conservative"]):
+        reasons.append("no conservative side: every RAISE estimate is refuted by the "
+                       "optimistic side")
+    elif width < -noise:
         reasons.append(
             f"the sides cross by {-width:.2f} nats, beyond their noise ({noise:.2f}): each "
             "estimate overshoots by k nats with probability below e^-k (m e^-k for the best of "
@@ -159,9 +250,11 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time) -> list[str]:
                        f"earlier level's (ln Z that much lower): its weights hinge on a few "
                        "chains that find mass the others miss; use more chains")
     above = last.get("own_conservative", last["conservative"]) - last["conservative"]
-    if above > max(tolerance / 2, 3 * last.get("own_conservative_stderr", 0.0)):
+    if math.isfinite(above) and above > max(tolerance / 2, 3 * last.get("own_conservative_stderr", 0.0)):
         reasons.append(f"the last level's RAISE NLL is {above:.2f} nats above an earlier "
-                       "level's: its reverse chains are too noisy; use more rows")
+                       "level's, where more temperatures should lower it: either its reverse "
+                       "chains are too noisy (use more rows) or its annealing model is still "
+                       "moving mass away from the data, and the lower, earlier value is suspect")
     if len(levels) < 2:
         reasons.append("only one number of temperatures was run: convergence is unchecked")
     else:
@@ -172,10 +265,11 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time) -> list[str]:
             # trend: the 0.2-nat rule applies where the estimates are that precise.
             spread = 2 * math.hypot(last.get(noise, 0.0), before.get(noise, 0.0))
             moved = last[side] - before[side]
-            if abs(moved) > max(MOVEMENT, spread):
+            if math.isfinite(moved) and abs(moved) > max(MOVEMENT, spread):
                 reasons.append(f"the {side} side moved by {moved:+.2f} nats when the "
                                f"temperatures doubled to {last['n_betas']}: not converged")
-    if last["conservative_stderr"] > tolerance / 4:
+    if math.isfinite(last["conservative_stderr"]) and \
+            last["conservative_stderr"] > tolerance / 4:
         reasons.append(f"the conservative side's standard error is "
                        f"{last['conservative_stderr']:.2f} nats (RAISE rows): use more rows")
     if reasons and out_of_time:

@@ -26,7 +26,7 @@ from .ais import (
     resolve_base,
     thermodynamic_length,
 )
-from .bracket import Bracket, control_variate, verdict
+from .bracket import Bracket, control_variate, judge_conservative, verdict
 
 
 def free_energies(model, data, *, batch_size: int = 4096) -> torch.Tensor:
@@ -390,36 +390,29 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
             level["raise"][route] = {"rows": reverse.mean, "whole": whole, "stderr": stderr,
                                     "seconds": reverse.seconds}
         best_path = max(routes, key=lambda route: level["ais"][route]["log_z"])
-        tightest = min(routes, key=lambda route: level["raise"][route]["whole"])
-        level.update(best_path=best_path, raise_path=tightest,
+        level.update(best_path=best_path,
                      own_optimistic_sigma=level["ais"][best_path]["sigma"],
-                     own_conservative_stderr=level["raise"][tightest]["stderr"],
                      own_optimistic=float(free_all.mean()) + max(
-                         level["ais"][best_path]["log_z"], floor),
-                     own_conservative=level["raise"][tightest]["whole"])
-        # Each side keeps the best bound of any level: every AIS ln Z is a stochastic lower
-        # bound of ln Z and every RAISE NLL a stochastic upper bound of the NLL, whatever the
-        # schedule, so a later level that misses mass an earlier one found does not undo it.
+                         level["ais"][best_path]["log_z"], floor))
+        # The optimistic side keeps the best bound of any level: every AIS ln Z is a stochastic
+        # lower bound of ln Z whatever the schedule, so a later level that misses mass an
+        # earlier one found does not undo it.
         kept = levels[-1] if levels else None
         if kept is None or level["own_optimistic"] > kept["optimistic"]:
             log_z, ais_kept = max(level["ais"][best_path]["log_z"], floor), results[best_path]
         else:
             log_z = kept["log_z"]
-        if kept is None or level["own_conservative"] < kept["conservative"]:
-            side = level["raise"][tightest]
-            conservative = (side["whole"], side["rows"], side["stderr"])
-        else:
-            conservative = (kept["conservative"], kept["conservative_rows"],
-                            kept["conservative_stderr"])
-        level.update(
-            log_z=log_z, optimistic=float(free_all.mean()) + log_z,
-            optimistic_rows=float(free_rows.mean()) + log_z,
-            conservative=conservative[0], conservative_rows=conservative[1],
-            conservative_stderr=conservative[2], seconds=time.perf_counter() - level_started)
+        level.update(log_z=log_z, optimistic=float(free_all.mean()) + log_z,
+                     optimistic_rows=float(free_rows.mean()) + log_z)
+        # The conservative side: the lowest RAISE NLL of any level that this optimistic side
+        # does not refute (RAISE bounds its annealing model's NLL, see irbm.bracket).
+        judge_conservative([*levels, level])
+        level["seconds"] = time.perf_counter() - level_started
         levels.append(level)
         if echo is not None:
             echo(f"  {n_temperatures} temperatures: NLL in [{level['own_optimistic']:.2f}, "
-                 f"{level['own_conservative']:.2f}] (AIS {best_path}, RAISE {tightest}; "
+                 f"{level['own_conservative']:.2f}] (AIS {best_path}, RAISE "
+                 f"{level['raise_path'] or 'refuted on every route'}; "
                  f"{level['seconds']:.0f} s); best of all levels: "
                  f"[{level['optimistic']:.2f}, {level['conservative']:.2f}]")
         if not verdict(levels, tolerance=tolerance, out_of_time=False):

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from irbm.bracket import control_variate, verdict
+from irbm.bracket import control_variate, judge_conservative, rejudge, verdict
 
 
 def level(n_betas, optimistic, conservative, *, own=None, stderr=0.05, ess=80.0, chains=100):
@@ -103,3 +103,72 @@ def test_the_budget_that_stopped_it_is_named():
         "stopped at the largest number of temperatures allowed after 2000 temperatures"
     assert verdict(levels, tolerance=1.0, out_of_time="time")[-1] == \
         "stopped at the time budget after 2000 temperatures"
+
+
+# --------------------------------------------------- RAISE refuted by the optimistic side
+def raised(n_betas, optimistic, per_route, stderr=0.1):
+    """A level as bracket_nll builds it before the conservative side is judged: the kept
+    optimistic side and one RAISE record per route (NLL over the whole set)."""
+    record = level(n_betas, optimistic, math.nan)
+    record["raise"] = {route: {"whole": nll, "rows": nll - 2.0, "stderr": stderr}
+                       for route, nll in per_route.items()}
+    return record
+
+
+def judged(levels):
+    for index in range(len(levels)):
+        judge_conservative(levels[:index + 1])
+    return levels[-1]
+
+
+def test_a_raise_route_below_the_optimistic_side_is_left_out_at_every_level():
+    # The linear route's RAISE falls below the optimistic side (134.4) by far more than its
+    # noise (3 x 0.1 + 1 nat) at the second level; its first-level value (133.0) is within the
+    # noise but belongs to the same annealing model and is left out too.
+    levels = [raised(1000, 134.4, {"linear": 133.0, "pinned": 146.8}),
+              raised(2000, 134.4, {"linear": 130.5, "pinned": 150.8})]
+    last = judged(levels)
+    assert last["conservative"] == 146.8 and last["conservative_rows"] == 144.8
+    assert last["conservative_from"] == "pinned, 1000 temperatures"
+    assert last["raise_path"] == "pinned" and last["own_conservative"] == 150.8
+    assert last["refuted"] == {"linear": 130.5}
+    reasons = verdict(levels, tolerance=1.0, out_of_time=False)
+    assert any("RAISE (linear: 130.50) falls below the optimistic side (134.40)" in reason
+               for reason in reasons), reasons
+    assert any("12.40 nats wide" in reason for reason in reasons), reasons
+    # The pinned route's RAISE rose with the temperatures: named, the earlier value suspect.
+    assert any("4.00 nats above an earlier level's" in reason for reason in reasons), reasons
+
+
+def test_a_raise_route_within_the_noise_below_the_optimistic_side_is_kept():
+    # 1.2 nats below with a standard error of 0.1: within 3 x 0.1 + 1 = 1.3.
+    last = judged([raised(1000, 100.0, {"linear": 98.8}), raised(2000, 100.0, {"linear": 98.8})])
+    assert last["conservative"] == 98.8 and last["refuted"] == {}
+    # 1.4 below is beyond it.
+    last = judged([raised(1000, 100.0, {"linear": 98.6}), raised(2000, 100.0, {"linear": 98.6})])
+    assert last["refuted"] == {"linear": 98.6}
+
+
+def test_with_every_raise_route_refuted_there_is_no_conservative_side():
+    levels = [raised(1000, 134.4, {"linear": 130.0}), raised(2000, 134.4, {"linear": 129.0})]
+    last = judged(levels)
+    assert last["conservative"] == math.inf and last["raise_path"] is None
+    reasons = verdict(levels, tolerance=1.0, out_of_time=False)
+    assert any("no conservative side" in reason for reason in reasons), reasons
+    assert not any("nats wide" in reason or "cross" in reason for reason in reasons), reasons
+
+
+def test_rejudge_recomputes_the_verdict_from_the_stored_estimates():
+    levels = [raised(1000, 134.4, {"linear": 133.0, "pinned": 146.8}),
+              raised(2000, 134.4, {"linear": 130.5, "pinned": 150.8})]
+    for record in levels:  # as an older rule stored it: the lowest RAISE of all, crossing
+        record.update(conservative=130.5, conservative_rows=128.5, conservative_stderr=0.1)
+    stored = {"optimistic": 134.4, "conservative": 130.5, "width": -3.9, "certified": False,
+              "reasons": ["the sides cross by 3.90 nats"], "tolerance": 1.0,
+              "stopped_by": "time", "levels": levels}
+    fresh = rejudge(stored)
+    assert fresh["conservative"] == 146.8 and fresh["width"] == pytest.approx(12.4)
+    assert fresh["certified"] is False
+    assert fresh["reasons"][-1] == "stopped at the time budget after 2000 temperatures"
+    assert stored["levels"][-1]["conservative"] == 130.5  # the stored record is not modified
+    assert fresh["levels"][-1]["raise"] == stored["levels"][-1]["raise"]
