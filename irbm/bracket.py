@@ -250,7 +250,8 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time) -> list[str]:
                        f"earlier level's (ln Z that much lower): its weights hinge on a few "
                        "chains that find mass the others miss; use more chains")
     above = last.get("own_conservative", last["conservative"]) - last["conservative"]
-    if math.isfinite(above) and above > max(tolerance / 2, 3 * last.get("own_conservative_stderr", 0.0)):
+    if math.isfinite(above) and \
+            above > max(tolerance / 2, 3 * last.get("own_conservative_stderr", 0.0)):
         reasons.append(f"the last level's RAISE NLL is {above:.2f} nats above an earlier "
                        "level's, where more temperatures should lower it: either its reverse "
                        "chains are too noisy (use more rows) or its annealing model is still "

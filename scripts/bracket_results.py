@@ -23,8 +23,8 @@ from pathlib import Path
 from paper_results import PAPER, command_of
 
 from irbm import runs, workflows
-from irbm.bracket import rejudge
 from irbm._threads import apply_threads
+from irbm.bracket import rejudge
 
 
 def latest_bracket(model_dir: Path) -> dict | None:

@@ -1,0 +1,87 @@
+"""Parallel tempering with BAR (`irbm.tempering`): Bennett's equation on distributions whose
+ratio is known, and ln Z of every family against brute force (tiny models, float64) and
+against the exact ln Z of block-diagonal models at full size."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from test_models_reference import EXAMPLES, example_params, reference
+
+from irbm.models import block_diagonal
+from irbm.tempering import bar_log_ratio, estimate_log_partition_tempering
+
+
+def test_bar_is_exact_when_the_two_densities_differ_by_a_constant():
+    works = np.full(7, 3.25)  # f_1 = e^3.25 f_0 everywhere
+    assert bar_log_ratio(works, np.full(11, 3.25)) == pytest.approx(3.25, abs=1e-9)
+
+
+def test_bar_recovers_the_ratio_of_two_shifted_gaussians():
+    """f_0(x) = exp(-x^2 / 2), f_1(x) = k exp(-(x - m)^2 / 2): ln Z_1 / Z_0 = ln k, and
+    w = ln f_1 - ln f_0 = ln k + m x - m^2 / 2, sampled from both ends."""
+    rng = np.random.default_rng(0)
+    log_k, shift, n = 5.0, 1.5, 20_000
+    x_0, x_1 = rng.normal(0.0, 1.0, n), rng.normal(shift, 1.0, n // 2)
+    work = lambda x: log_k + shift * x - shift ** 2 / 2  # noqa: E731
+    estimate = bar_log_ratio(work(x_0), work(x_1))
+    assert abs(estimate - log_k) < 0.03
+    # One-sided exponential averaging with the same samples is worse: BAR uses both ends.
+    one_sided = np.logaddexp.reduce(work(x_0)) - math.log(n)
+    assert abs(estimate - log_k) < abs(one_sided - log_k) + 0.03
+
+
+def test_bar_refuses_an_empty_side():
+    with pytest.raises(ValueError, match="both distributions"):
+        bar_log_ratio([], [1.0])
+
+
+@pytest.mark.parametrize("example", example_params(  # one per family, 32-128 states
+    [e for e in EXAMPLES if e.n_visible >= 5 and e.n_hidden == 5]))
+def test_tempering_matches_brute_force_on_tiny_models(example):
+    model = example.build()
+    exact = reference(example).log_partition()
+    for path in model.ais_paths:
+        result = estimate_log_partition_tempering(model, 8, 250, n_ladders=16, base="model",
+                                                  path=path, seed=3, progress=False)
+        assert abs(result.log_z - exact) < 4 * result.stderr + 0.02, (path, result, exact)
+        assert result.round_trips > 0 and (result.swap_rates > 0).all()
+
+
+@pytest.mark.parametrize("family, options", [("rbm", {}), ("orbm", {"beta": 1.05}),
+                                             ("irbm", {"beta": 1.05})])
+def test_tempering_matches_the_exact_log_partition_at_full_size(family, options):
+    """784 visible units, 100 hidden, weights of trained magnitude: the ln Z of a product of
+    small RBMs, exact, on every annealing path of the family."""
+    model, exact = block_diagonal(family, 784, 100, block_size=12, weight_std=2.0, seed=4,
+                                  **options)
+    for path in model.ais_paths:
+        result = estimate_log_partition_tempering(model, 16, 120, n_ladders=16, base="model",
+                                                  path=path, seed=3, progress=False)
+        assert abs(result.log_z - exact) < 4 * result.stderr + 0.05, (path, result, exact)
+        assert result.group_log_z.shape == (8,) and result.log_ratios.shape == (15,)
+        assert result.summary()["round_trips"] == result.round_trips > 0
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (dict(n_ladders=12, n_groups=8), "multiple of n_groups"),
+    (dict(n_ladders=8, n_groups=1), "at least 2"),
+    (dict(burn_in=1.0), "burn_in"),
+    (dict(n_sweeps=0), "no sweep after the burn-in"),
+])
+def test_bad_arguments_are_refused_before_any_work(arguments, message):
+    model = EXAMPLES[1].build()
+    with pytest.raises(ValueError, match=message):
+        estimate_log_partition_tempering(model, 4, **{"n_sweeps": 10, **arguments},
+                                         base="model", progress=False)
+
+
+def test_tempering_is_reproducible_from_its_seed():
+    model = EXAMPLES[5].build()
+    first, second = (estimate_log_partition_tempering(model, 6, 50, n_ladders=8,
+                                                      base="model", seed=9, progress=False)
+                     for _ in range(2))
+    assert first.log_z == second.log_z and first.round_trips == second.round_trips
+    torch.testing.assert_close(torch.from_numpy(first.swap_rates),
+                               torch.from_numpy(second.swap_rates))
