@@ -89,6 +89,9 @@ class Bracket:
         The time budget it was given.
     stopped_by : str or None
         "time" or "temperatures" when a budget ended it before certification.
+    cross_check : dict or None
+        The independent point estimate by parallel tempering (`irbm.tempering`), when run:
+        ``nll`` (mean F + its ln Z), ``stderr``, ``route`` and its diagnostics.
     """
 
     optimistic: float
@@ -111,6 +114,7 @@ class Bracket:
     paths: tuple = ()
     max_seconds: float | None = None
     stopped_by: str | None = None
+    cross_check: dict | None = None
 
     @property
     def width(self) -> float:
@@ -127,7 +131,8 @@ class Bracket:
                 "n_rows": self.n_rows, "n_betas": self.n_betas, "n_chains": self.n_chains,
                 "seconds": self.seconds, "tolerance": self.tolerance, "bases": list(self.bases),
                 "paths": list(self.paths), "max_seconds": self.max_seconds,
-                "stopped_by": self.stopped_by, "levels": self.levels}
+                "stopped_by": self.stopped_by, "cross_check": self.cross_check,
+                "levels": self.levels}
 
     def __str__(self) -> str:
         verdict = "certified" if self.certified else "NOT certified"
@@ -206,7 +211,8 @@ def rejudge(summary: dict) -> dict:
     if stopped_by is None:  # brackets stored before stopped_by was: read it from the reasons
         stopped = [reason for reason in summary.get("reasons", []) if reason.startswith("stopped")]
         stopped_by = stopped and ("time" if "time budget" in stopped[-1] else "temperatures")
-    reasons = verdict(levels, tolerance=summary["tolerance"], out_of_time=stopped_by or False)
+    reasons = verdict(levels, tolerance=summary["tolerance"], out_of_time=stopped_by or False,
+                      cross_check=summary.get("cross_check"))
     last = levels[-1]
     return {**summary, "levels": levels, "conservative": last["conservative"],
             "conservative_rows": last["conservative_rows"],
@@ -215,7 +221,8 @@ def rejudge(summary: dict) -> dict:
             "reasons": reasons}
 
 
-def verdict(levels: list[dict], *, tolerance: float, out_of_time) -> list[str]:
+def verdict(levels: list[dict], *, tolerance: float, out_of_time,
+            cross_check: dict | None = None) -> list[str]:
     """Why the last level's bracket is not certified (empty list: it is).
 
     Each level holds ``optimistic``, ``conservative``, ``conservative_stderr``, ``n_betas`` and
@@ -273,10 +280,34 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time) -> list[str]:
             last["conservative_stderr"] > tolerance / 4:
         reasons.append(f"the conservative side's standard error is "
                        f"{last['conservative_stderr']:.2f} nats (RAISE rows): use more rows")
+    if cross_check is not None:
+        reasons += cross_check_reasons(last, cross_check)
     if reasons and out_of_time:
         budget = "the time budget" if out_of_time in (True, "time") else \
             "the largest number of temperatures allowed"
         reasons.append(f"stopped at {budget} after {last['n_betas']} temperatures")
+    return reasons
+
+
+def cross_check_reasons(last: dict, check: dict) -> list[str]:
+    """Where the tempering estimate ``check`` (``nll``, ``stderr``, ``round_trips``) contradicts
+    the bracket of level ``last``: it is consistent, not a bound, so outside the bracket beyond
+    its noise it shows that one of the three estimators missed mass."""
+    nll, stderr = check["nll"], check["stderr"]
+    estimate = f"the tempering estimate ({nll:.2f} +/- {stderr:.2f})"
+    reasons = []
+    if check.get("round_trips", 1) == 0:
+        reasons.append(f"{estimate} never carried a state from the base to the model (no round "
+                       "trip): it checks nothing; use more sweeps or temperatures")
+    if nll < last["optimistic"] - crossing_noise(stderr):
+        reasons.append(f"{estimate} lies below the optimistic side ({last['optimistic']:.2f}) "
+                       "beyond its noise: its chains missed mass that AIS found")
+    elif nll > last["conservative"] + CROSSING_SIGMAS * math.hypot(
+            stderr, last["conservative_stderr"]):
+        reasons.append(f"{estimate} lies above the conservative side "
+                       f"({last['conservative']:.2f}) beyond their noise: the model holds mass "
+                       "that RAISE's annealing model misses, so the conservative side is too "
+                       "low")
     return reasons
 
 

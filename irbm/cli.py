@@ -179,6 +179,12 @@ def build_parser() -> argparse.ArgumentParser:
                           help="width of a certified bracket, nats (default 1.0)")
     evaluate.add_argument("--max-seconds", type=_positive_float, default=None,
                           help="time budget of --bracket (default: none)")
+    evaluate.add_argument("--tempering", nargs="?", type=int, const=2000, default=None,
+                          metavar="SWEEPS",
+                          help="with --bracket: cross-check it by parallel tempering with "
+                          "Bennett's acceptance ratio (64 temperatures, 32 ladders, SWEEPS "
+                          "sweeps, default 2000); a point estimate outside the bracket "
+                          "withholds certification")
     _system_options(evaluate)
 
     sample = commands_parser.add_parser(

@@ -27,6 +27,7 @@ from .ais import (
     thermodynamic_length,
 )
 from .bracket import Bracket, control_variate, judge_conservative, verdict
+from .tempering import estimate_log_partition_tempering
 
 
 def free_energies(model, data, *, batch_size: int = 4096) -> torch.Tensor:
@@ -275,7 +276,8 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
 def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                 max_seconds=None, seed=None, n_chains: int = 100, n_betas: int = 1000,
                 paths=None, bases=None, trajectory=None, schedule: str = "tuned",
-                max_betas: int = 1_000_000, progress: bool = False, echo=None) -> Bracket:
+                max_betas: int = 1_000_000, tempering=None, progress: bool = False,
+                echo=None) -> Bracket:
     """[optimistic, conservative] around mean_n -ln p(v_n) for ``data`` (N, n_visible).
 
     Runs AIS (``n_chains`` chains) and RAISE (one reverse chain per row of a random subset of
@@ -313,6 +315,10 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     schedule : "tuned" or "uniform"
         Temperatures of equal thermodynamic length, from one pilot run per path
         (`irbm.ais.tuned_betas`, fixed before the estimates run), or evenly spaced.
+    tempering : dict or True, optional
+        Also run the independent point estimate of `irbm.tempering` (True: its defaults, or a
+        dict of its arguments) along the route of the optimistic side, after the levels; the
+        bracket is not certified when it falls outside (`irbm.bracket.cross_check_reasons`).
     echo : callable(str), optional
         Called with one line per level.
 
@@ -426,13 +432,25 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
             break
         n_temperatures *= 2
     last = levels[-1]
-    return Bracket(last["optimistic"], last["conservative"],
-                   not verdict(levels, tolerance=tolerance, out_of_time=out_of_time),
-                   verdict(levels, tolerance=tolerance, out_of_time=out_of_time),
+    check = None
+    if tempering:
+        kept = max(levels, key=lambda level: level["own_optimistic"])
+        kind, base = routes[kept["best_path"]]
+        kind = None if kind == "trajectory" else kind  # tempering needs one model's path
+        result = estimate_log_partition_tempering(
+            model, **({} if tempering is True else dict(tempering)), base=base, path=kind,
+            data=base_data, seed=seed + 7, progress=progress)
+        check = {"nll": float(free_all.mean()) + result.log_z, "route": kept["best_path"],
+                 **result.summary()}
+        if echo is not None:
+            echo(f"  tempering ({kept['best_path']}): NLL {check['nll']:.2f} +/- "
+                 f"{check['stderr']:.2f}, {result.round_trips} round trips")
+    reasons = verdict(levels, tolerance=tolerance, out_of_time=out_of_time, cross_check=check)
+    return Bracket(last["optimistic"], last["conservative"], not reasons, reasons,
                    last["optimistic_rows"], last["conservative_rows"],
                    last["conservative_stderr"], last["log_z"], floor, n_rows,
                    last["n_betas"], int(n_chains), time.perf_counter() - started, tolerance,
                    levels, ais_kept, bases, paths,
                    None if max_seconds is None else float(max_seconds),
                    None if not verdict(levels, tolerance=tolerance, out_of_time=False)
-                   else out_of_time or None)
+                   else out_of_time or None, check)

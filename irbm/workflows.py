@@ -241,7 +241,8 @@ def _callbacks(settings, out, train, valid, record, echo) -> list:
 # ---------------------------------------------------------------------------- evaluate
 def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, seed=0,
                  which="best", raise_rows=None, bracket=False, tolerance=1.0, max_seconds=None,
-                 data_dir=None, device=None, progress=True, echo=None) -> dict:
+                 tempering_sweeps=None, data_dir=None, device=None, progress=True,
+                 echo=None) -> dict:
     """AIS estimate of log Z for the run's model and its NLL on every split, with the AIS
     diagnostics, appended to the run's ``evaluation.json``; returns the new record.
 
@@ -254,7 +255,12 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
     (every path, temperatures doubled from ``n_betas`` (default 1,000) until ``tolerance`` or
     ``max_seconds``; RAISE on ``raise_rows`` random test rows, default 300); ln Z is then the
     bracket's optimistic one and the record holds the bracket under "bracket".
+    ``tempering_sweeps``: with ``bracket``, cross-check it by parallel tempering
+    (`irbm.tempering`, 64 temperatures, 32 ladders, this many sweeps).
     """
+    if tempering_sweeps is not None and (not bracket or int(tempering_sweeps) < 1):
+        raise ValueError("--tempering cross-checks a bracket: give it with --bracket and a "
+                         "positive number of sweeps")
     say = echo or logger.info
     check_device(device)
     run_dir = runs.require_run(run_dir)
@@ -269,7 +275,10 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
     if bracket:
         interval = _bracket_test(model, dataset, n_chains=n_chains, n_betas=n_betas, base=base,
                                  path=path, seed=seed, rows=raise_rows or None,
-                                 tolerance=tolerance, max_seconds=max_seconds, say=say)
+                                 tolerance=tolerance, max_seconds=max_seconds, say=say,
+                                 tempering=tempering_sweeps and {
+                                     "n_temperatures": 64, "n_ladders": 32,
+                                     "n_sweeps": int(tempering_sweeps)})
         result = interval.ais
     else:
         say(f"AIS on {run_dir / source.file} (epoch {source.epoch}, {n_chains} chains){hint}")
@@ -330,7 +339,7 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
 
 
 def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, tolerance,
-                  max_seconds, say):
+                  max_seconds, say, tempering=None):
     """`bracket_nll` of the test set, with the run's base data, echoing each level."""
     if dataset.test is None or not len(dataset.test):
         raise ValueError("--bracket brackets the test NLL, and this run's data has no test rows")
@@ -341,7 +350,8 @@ def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, 
                            rows=rows, tolerance=tolerance, max_seconds=max_seconds, seed=seed,
                            n_chains=n_chains, n_betas=n_betas or 1000,
                            paths=None if path is None else (path,),
-                           bases=None if base is None else (base,), echo=say)
+                           bases=None if base is None else (base,), tempering=tempering,
+                           echo=say)
     say(f"  test  {interval}")
     for reason in interval.reasons:
         say(f"  not certified: {reason}")

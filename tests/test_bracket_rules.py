@@ -172,3 +172,18 @@ def test_rejudge_recomputes_the_verdict_from_the_stored_estimates():
     assert fresh["reasons"][-1] == "stopped at the time budget after 2000 temperatures"
     assert stored["levels"][-1]["conservative"] == 130.5  # the stored record is not modified
     assert fresh["levels"][-1]["raise"] == stored["levels"][-1]["raise"]
+
+
+def test_a_tempering_estimate_outside_the_bracket_is_named():
+    levels = [level(1000, 100.0, 100.8), level(2000, 100.1, 100.8)]
+    assert verdict(levels, tolerance=1.0, out_of_time=False,
+                   cross_check={"nll": 100.4, "stderr": 0.1, "round_trips": 12}) == []
+    above = verdict(levels, tolerance=1.0, out_of_time=False,
+                    cross_check={"nll": 103.0, "stderr": 0.1, "round_trips": 12})
+    assert any("lies above the conservative side (100.80)" in reason for reason in above)
+    below = verdict(levels, tolerance=1.0, out_of_time=False,
+                    cross_check={"nll": 98.0, "stderr": 0.1, "round_trips": 12})
+    assert any("lies below the optimistic side (100.10)" in reason for reason in below)
+    stuck = verdict(levels, tolerance=1.0, out_of_time=False,
+                    cross_check={"nll": 100.4, "stderr": 0.1, "round_trips": 0})
+    assert any("no round trip" in reason for reason in stuck)

@@ -223,10 +223,14 @@ def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, 
                                                                        capsys):
     from irbm.cli import main
     assert main(["evaluate", str(run_dir), "--bracket", "--chains", "10", "--betas", "50",
-                 "--raise", "20", "--tolerance", "0.5", "--max-seconds", "60"]) == 0
+                 "--raise", "20", "--tolerance", "0.5", "--max-seconds", "60",
+                 "--tempering", "40"]) == 0
     printed = capsys.readouterr().out
     record = evaluations(run_dir)[-1]
     bracket = record["bracket"]
+    check = bracket["cross_check"]  # the tempering cross-check, recorded and echoed
+    assert check["n_sweeps"] == 40 and check["n_temperatures"] == 64
+    assert f"tempering ({check['route']}): NLL {check['nll']:.2f}" in printed
     assert bracket["n_rows"] == 20 and bracket["n_chains"] == 10 and bracket["tolerance"] == 0.5
     assert bracket["width"] == pytest.approx(bracket["conservative"] - bracket["optimistic"])
     assert bracket["certified"] == (not bracket["reasons"])
@@ -252,6 +256,10 @@ def test_bracket_options_are_refused_before_any_work(run_dir):
         assert result.code == 2 and f"argument {option}: must be a finite number > 0" in \
             result.err.splitlines()[-1]
         assert snapshot(run_dir) == before
+    before = snapshot(run_dir)
+    result = run_cli("evaluate", run_dir, "--tempering", "100")  # without --bracket
+    assert result.code != 0 and "--tempering cross-checks a bracket" in result.err
+    assert snapshot(run_dir) == before
 
 
 def test_report_refuses_results_of_an_earlier_model(run_dir, tmp_path, monkeypatch):

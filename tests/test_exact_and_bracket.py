@@ -262,6 +262,18 @@ def test_bracket_contains_exact_nll_and_is_certified(family, full_size):
     assert bracket.reasons == []
 
 
+def test_the_tempering_cross_check_lands_on_the_exact_nll_inside_the_bracket(full_size):
+    model, log_z, rows = full_size("irbm", BRACKET_HIDDEN)
+    exact = exact_nll("irbm", model, log_z, rows)
+    bracket = bracket_nll(model, rows, base_data=None, rows=30, tolerance=1.0, seed=0,
+                          n_chains=32, n_betas=250,
+                          tempering={"n_temperatures": 16, "n_sweeps": 120, "n_ladders": 16})
+    check = bracket.cross_check
+    assert abs(check["nll"] - exact) < 4 * check["stderr"] + 0.05, (check, exact)
+    assert check["round_trips"] > 0 and check["route"] in ("pinned", "linear")
+    assert bracket.certified is True and bracket.summary()["cross_check"] == check
+
+
 def test_bracket_out_of_time_says_why(full_size):
     model, log_z, rows = full_size("rbm", BRACKET_HIDDEN)
     bracket = bracket_nll(model, rows, base_data=None, rows=30, tolerance=1.0, seed=0,
