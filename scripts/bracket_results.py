@@ -46,7 +46,9 @@ def evaluate_command(model_dir: Path, bracket: dict, record: dict) -> str:
             f"--tolerance {bracket['tolerance']:g} --seed {record.get('seed', 0)}"
             + (f" --max-seconds {budget:g}" if budget else "")
             + (f" --base {bases[0]}" if len(bases) == 1 else "")
-            + (f" --ais-path {paths[0]}" if len(paths) == 1 else ""))
+            + (f" --ais-path {paths[0]}" if len(paths) == 1 else "")
+            + (f" --tempering {bracket['cross_check']['n_sweeps']}"
+               if bracket.get("cross_check") else ""))
 
 
 def row_of(model_dir: Path) -> dict:
@@ -69,10 +71,17 @@ def row_of(model_dir: Path) -> dict:
             "evaluate_command": evaluate_command(model_dir, bracket, record)}
 
 
+def _cross_check(check: dict | None) -> str:
+    if check is None:
+        return "-"
+    return (f"{check['nll']:.2f} +/- {check['stderr']:.2f} ({check['round_trips']} round "
+            f"trips, {check['n_sweeps']} sweeps)")
+
+
 def markdown(rows: list[dict]) -> str:
     header = ("| model | hidden | epochs | settings | optimistic NLL | conservative NLL | width "
-              "| certified | temperatures | seconds | paper NLL |")
-    lines, notes = [header, "|" + "---|" * 11], []
+              "| certified | temperatures | seconds | tempering NLL | paper NLL |")
+    lines, notes = [header, "|" + "---|" * 12], []
     for row in rows:
         bracket, settings, marks = row["bracket"], row["settings"], ""
         for reason in bracket["reasons"]:
@@ -86,7 +95,7 @@ def markdown(rows: list[dict]) -> str:
             + f", seed {settings['seed']} | {bracket['optimistic']:.2f} | "
             f"{bracket['conservative']:.2f} | {bracket['width']:.2f} | "
             f"{'yes' if bracket['certified'] else 'no'}{marks} | {bracket['n_betas']} | "
-            f"{bracket['seconds']:.0f} | "
+            f"{bracket['seconds']:.0f} | {_cross_check(bracket.get('cross_check'))} | "
             + ("-" if paper is None else f"{paper[0]:.2f} ({paper[2]} epochs)") + " |")
     lines.append("")
     lines.append("Bracket: the optimistic side is the best AIS ln Z over the annealing paths "
@@ -98,7 +107,9 @@ def markdown(rows: list[dict]) -> str:
                  "optimistic side beyond its noise is left out (it bounds the NLL of its "
                  "annealing model, which misses mass the forward chains found); every row is "
                  "judged under the current rules from its stored estimates "
-                 "(`irbm.bracket.rejudge`). Seconds: "
+                 "(`irbm.bracket.rejudge`). Tempering NLL: the independent point estimate by "
+                 "parallel tempering with Bennett's acceptance ratio along the optimistic "
+                 "side's path (`irbm.tempering`), where it ran. Seconds: "
                  "wall-clock of the bracket, one thread (this round: on a 2-core machine shared "
                  "with two or three other processes). Commands:")
     lines.append("")
@@ -121,6 +132,9 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", type=int, default=300)
     parser.add_argument("--max-seconds", type=float, default=3600.0)
     parser.add_argument("--tolerance", type=float, default=1.0)
+    parser.add_argument("--tempering", type=int, default=None, metavar="SWEEPS",
+                        help="with --evaluate: cross-check each new bracket by parallel "
+                        "tempering (irbm evaluate --tempering)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--data-dir", default=None)
     args = parser.parse_args(argv)
@@ -132,6 +146,7 @@ def main(argv=None) -> int:
             workflows.evaluate_run(model_dir, n_chains=args.chains, which="latest",
                                    raise_rows=args.rows, bracket=True,
                                    tolerance=args.tolerance, max_seconds=args.max_seconds,
+                                   tempering_sweeps=args.tempering,
                                    data_dir=args.data_dir, progress=False,
                                    echo=lambda line: print(line, flush=True))
     rows = [row_of(model_dir) for model_dir in args.models]

@@ -265,3 +265,25 @@ def test_zero_parameter_irbm_has_closed_form_partition():
         for n_trained in (1, 3):
             model = irbm.InfiniteRBM(4, n_hidden=n_trained, beta=beta, dtype=torch.float64)
             assert model.log_partition_exact() == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("example", example_params(ORDERED_EXAMPLES))
+def test_the_model_given_z_is_an_rbm_and_their_partition_functions_sum_to_z(example):
+    """exp(-F(v, z)) = exp(-F_rbm(v) + log_factor) at every visible state, for every z (the
+    iRBM's tail as z = n_hidden + 1), and Z = sum_z Z_rbm(z) e^log_factor(z), by brute force."""
+    model = example.build()
+    v = torch.as_tensor(all_binary(example.n_visible), dtype=model.dtype)
+    log_tail = model._log_tail()
+    last = model.n_hidden + (log_tail is not None)
+    columns = -model.free_energy_z(v).detach()
+    terms = []
+    for z in range(1, last + 1):
+        rbm, log_factor = model.given_z(z)
+        assert rbm.n_hidden == min(z, model.n_hidden)
+        column = columns[:, z - 1] if z <= model.n_hidden else columns[:, -1] + log_tail
+        torch.testing.assert_close(-rbm.free_energy(v).detach() + log_factor, column)
+        terms.append(logsumexp(-rbm.free_energy(v).detach().numpy()) + log_factor)
+    assert logsumexp(terms) == pytest.approx(reference(example).log_partition(), abs=1e-9)
+    for bad in (0, last + 1, 1.5, True):
+        with pytest.raises(ValueError, match=f"integer in 1..{last}"):
+            model.given_z(bad)

@@ -12,6 +12,7 @@ from ._base import Gradients, HiddenState, binary_configurations, index_from_cdf
 from ._bipartite import BipartiteModel, BipartitePath
 from ._pinned import PinnedPath
 from ._registry import register_family
+from .rbm import RBM
 
 
 @register_family
@@ -218,6 +219,26 @@ class OrderedRBM(BipartiteModel):
             partials.append(torch.logsumexp(
                 h @ self.b + self._visible_sum_out(h) + suffix[last_active - 1], 0))
         return torch.logsumexp(torch.stack(partials), 0)
+
+    def given_z(self, z: int):
+        """(rbm, log_factor) with exp(-F(v, z)) = exp(-F_rbm(v) + log_factor) for every v:
+        the model with z fixed is an RBM of its first z units (n_hidden + 1 on the iRBM: the
+        tail, whose units past l are zero, has the same RBM as z = l), and log_factor =
+        -sum_{i<=z} beta softplus(b_i) (the iRBM's tail z > l adds ln(r / (1 - r))). So
+        Z = sum_z Z_rbm(z) e^{log_factor(z)}: where in z the model keeps its mass."""
+        last = self.n_hidden if self._log_tail() is None else self.n_hidden + 1
+        if isinstance(z, bool) or int(z) != z or not 1 <= z <= last:
+            raise ValueError(f"z must be an integer in 1..{last}, got {z!r}")
+        units = min(int(z), self.n_hidden)
+        rbm = RBM(self.n_visible, units, dtype=self.dtype, device=self.device)
+        with torch.no_grad():
+            rbm.W.copy_(self.W[:units])
+            rbm.b.copy_(self.b[:units])
+            rbm.c.copy_(self.c)
+            log_factor = -float(self._penalties()[:units].double().sum())
+        if z > self.n_hidden:
+            log_factor += float(self._log_tail())
+        return rbm, log_factor
 
     # ------------------------------------------------------------------ gradients
     def weighted_gradients(self, v, row_weights, generator=None):
