@@ -181,10 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
                           help="time budget of --bracket (default: none)")
     evaluate.add_argument("--tempering", nargs="?", type=int, const=2000, default=None,
                           metavar="SWEEPS",
-                          help="with --bracket: cross-check it by parallel tempering with "
-                          "Bennett's acceptance ratio (64 temperatures, 32 ladders, SWEEPS "
-                          "sweeps, default 2000); a point estimate outside the bracket "
-                          "withholds certification")
+                          help="cross-check a bracket by parallel tempering with Bennett's "
+                          "acceptance ratio (64 temperatures, 32 ladders, SWEEPS sweeps, "
+                          "default 2000): with --bracket the new one, without it the run's "
+                          "latest bracket (appended as a new record); a point estimate outside "
+                          "the bracket withholds certification")
     _system_options(evaluate)
 
     sample = commands_parser.add_parser(

@@ -273,6 +273,44 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
                          annealing.description)
 
 
+def cross_check(model, data, levels, *, base_data, bases, tempering=True, seed=0,
+                progress=False, free_all=None) -> dict:
+    """The bracket's independent point estimate: mean_n F(v_n) + ln Z-hat by parallel tempering
+    (`irbm.tempering`) along the route of the optimistic side of ``levels`` (a bracket's
+    per-level records), from the same base.
+
+    Parameters
+    ----------
+    model : EnergyModel
+    data : Tensor (N, n_visible), the rows the bracket is about.
+    levels : list of dict, ``Bracket.levels`` (or a stored bracket's "levels").
+    base_data : Tensor (M, n_visible) or None, the data of the data base.
+    bases : sequence of str, the bracket's bases (its routes name the base only when it ran
+        more than one).
+    tempering : True (the defaults of `estimate_log_partition_tempering`) or a dict of its
+        arguments.
+    seed : int, the bracket's seed (tempering uses seed + 7).
+    free_all : Tensor (N,), optional: F of ``data`` when already computed.
+
+    Returns
+    -------
+    dict: ``nll``, ``route`` and `TemperingResult.summary()`.
+    """
+    kept = max(levels, key=lambda level: level["own_optimistic"])
+    route = kept["best_path"]
+    # Routes are named "path, base base" when both bases ran, else by the path alone.
+    kind, _, base = route.partition(", ")
+    base = base.removesuffix(" base") or bases[0]
+    kind = None if kind == "trajectory" else kind  # tempering needs one model's path
+    result = estimate_log_partition_tempering(
+        model, **({} if tempering is True else dict(tempering)), base=base, path=kind,
+        data=base_data, seed=int(seed) + 7, progress=progress)
+    if free_all is None:
+        free_all = free_energies(model, model.check_visible(torch.as_tensor(data)))
+    return {"nll": float(free_all.double().mean()) + result.log_z, "route": route,
+            **result.summary()}
+
+
 def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                 max_seconds=None, seed=None, n_chains: int = 100, n_betas: int = 1000,
                 paths=None, bases=None, trajectory=None, schedule: str = "tuned",
@@ -434,17 +472,11 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     last = levels[-1]
     check = None
     if tempering:
-        kept = max(levels, key=lambda level: level["own_optimistic"])
-        kind, base = routes[kept["best_path"]]
-        kind = None if kind == "trajectory" else kind  # tempering needs one model's path
-        result = estimate_log_partition_tempering(
-            model, **({} if tempering is True else dict(tempering)), base=base, path=kind,
-            data=base_data, seed=seed + 7, progress=progress)
-        check = {"nll": float(free_all.mean()) + result.log_z, "route": kept["best_path"],
-                 **result.summary()}
+        check = cross_check(model, data, levels, base_data=base_data, bases=bases,
+                            tempering=tempering, seed=seed, progress=progress, free_all=free_all)
         if echo is not None:
-            echo(f"  tempering ({kept['best_path']}): NLL {check['nll']:.2f} +/- "
-                 f"{check['stderr']:.2f}, {result.round_trips} round trips")
+            echo(f"  tempering ({check['route']}): NLL {check['nll']:.2f} +/- "
+                 f"{check['stderr']:.2f}, {check['round_trips']} round trips")
     reasons = verdict(levels, tolerance=tolerance, out_of_time=out_of_time, cross_check=check)
     return Bracket(last["optimistic"], last["conservative"], not reasons, reasons,
                    last["optimistic_rows"], last["conservative_rows"],

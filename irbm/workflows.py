@@ -20,8 +20,9 @@ from . import checkpoint as ckpt
 from . import runs
 from ._io import atomic_write
 from .ais import estimate_log_partition
+from .bracket import rejudge
 from .datasets import ALIASES, LOADERS, load_dataset
-from .evaluate import bracket_nll, nll, raise_nll, sampled_log_partition_floor
+from .evaluate import bracket_nll, cross_check, nll, raise_nll, sampled_log_partition_floor
 from .models import build_model
 from .profiles import merge_settings
 from .report import write_report
@@ -256,11 +257,15 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
     ``max_seconds``; RAISE on ``raise_rows`` random test rows, default 300); ln Z is then the
     bracket's optimistic one and the record holds the bracket under "bracket".
     ``tempering_sweeps``: with ``bracket``, cross-check it by parallel tempering
-    (`irbm.tempering`, 64 temperatures, 32 ladders, this many sweeps).
+    (`irbm.tempering`, 64 temperatures, 32 ladders, this many sweeps); without, cross-check
+    the latest bracket of the run's current model instead (`cross_check_run`).
     """
-    if tempering_sweeps is not None and (not bracket or int(tempering_sweeps) < 1):
-        raise ValueError("--tempering cross-checks a bracket: give it with --bracket and a "
-                         "positive number of sweeps")
+    if tempering_sweeps is not None and int(tempering_sweeps) < 1:
+        raise ValueError(f"--tempering needs a positive number of sweeps, got "
+                         f"{tempering_sweeps}")
+    if tempering_sweeps is not None and not bracket:
+        return cross_check_run(run_dir, tempering_sweeps, data_dir=data_dir, device=device,
+                               progress=progress, echo=echo)
     say = echo or logger.info
     check_device(device)
     run_dir = runs.require_run(run_dir)
@@ -276,9 +281,7 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
         interval = _bracket_test(model, dataset, n_chains=n_chains, n_betas=n_betas, base=base,
                                  path=path, seed=seed, rows=raise_rows or None,
                                  tolerance=tolerance, max_seconds=max_seconds, say=say,
-                                 tempering=tempering_sweeps and {
-                                     "n_temperatures": 64, "n_ladders": 32,
-                                     "n_sweeps": int(tempering_sweeps)})
+                                 tempering=tempering_sweeps and _tempering(tempering_sweeps))
         result = interval.ais
     else:
         say(f"AIS on {run_dir / source.file} (epoch {source.epoch}, {n_chains} chains){hint}")
@@ -336,6 +339,48 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
     runs.append_evaluation(run_dir, record)
     partial.unlink(missing_ok=True)
     return record
+
+
+def _tempering(sweeps) -> dict:
+    """The cross-check's settings: 64 temperatures, 32 ladders, ``sweeps`` sweeps."""
+    return {"n_temperatures": 64, "n_ladders": 32, "n_sweeps": int(sweeps)}
+
+
+def cross_check_run(run_dir, sweeps: int, *, data_dir=None, device=None, progress=True,
+                    echo=None) -> dict:
+    """Cross-check the latest bracket of the run's current model by parallel tempering
+    (`irbm.evaluate.cross_check`) and append it, re-judged (`irbm.bracket.rejudge`), as a new
+    evaluation record (the earlier record stays as it was); returns the new record."""
+    say = echo or logger.info
+    check_device(device)
+    run_dir = runs.require_run(run_dir)
+    runs.check_writable(run_dir)
+    cache = {}
+    records = [record for record in runs.read_evaluations(run_dir)
+               if "bracket" in record and runs.staleness(run_dir, record, cache) is None]
+    if not records:
+        raise ValueError(f"{run_dir} has no bracket of its current model to cross-check: run "
+                         "irbm evaluate RUN --bracket (with --tempering to check it at once)")
+    record = records[-1]
+    dataset = runs.load_run_dataset(run_dir, data_dir)
+    model, _ = runs.run_model(run_dir, which=record.get("which", "latest"), device=device)
+    bracket = record["bracket"]
+    say(f"cross-checking the bracket of {run_dir} by parallel tempering ({sweeps} sweeps)")
+    check = cross_check(model, torch.as_tensor(dataset.test), bracket["levels"],
+                        base_data=None if bracket.get("bases") == ["model"]
+                        else torch.as_tensor(dataset.train), bases=bracket.get("bases", ["data"]),
+                        tempering=_tempering(sweeps), seed=record.get("seed", 0) or 0,
+                        progress=progress)
+    judged = rejudge({**bracket, "cross_check": check})
+    say(f"  tempering ({check['route']}): NLL {check['nll']:.2f} +/- {check['stderr']:.2f}, "
+        f"{check['round_trips']} round trips; bracket [{judged['optimistic']:.2f}, "
+        f"{judged['conservative']:.2f}], " + ("certified" if judged["certified"]
+                                               else "NOT certified"))
+    for reason in judged["reasons"]:
+        say(f"  not certified: {reason}")
+    new = {**record, "bracket": judged, "cross_checked": True}
+    runs.append_evaluation(run_dir, new)
+    return new
 
 
 def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, tolerance,

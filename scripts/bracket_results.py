@@ -133,8 +133,8 @@ def main(argv=None) -> int:
     parser.add_argument("--max-seconds", type=float, default=3600.0)
     parser.add_argument("--tolerance", type=float, default=1.0)
     parser.add_argument("--tempering", type=int, default=None, metavar="SWEEPS",
-                        help="with --evaluate: cross-check each new bracket by parallel "
-                        "tempering (irbm evaluate --tempering)")
+                        help="with --evaluate: cross-check every bracket that has no "
+                        "cross-check yet by parallel tempering (irbm evaluate --tempering)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--data-dir", default=None)
     args = parser.parse_args(argv)
@@ -149,6 +149,11 @@ def main(argv=None) -> int:
                                    tempering_sweeps=args.tempering,
                                    data_dir=args.data_dir, progress=False,
                                    echo=lambda line: print(line, flush=True))
+        latest = latest_bracket(model_dir)
+        if args.evaluate and args.tempering and latest and \
+                not latest["bracket"].get("cross_check"):
+            workflows.cross_check_run(model_dir, args.tempering, data_dir=args.data_dir,
+                                      progress=False, echo=lambda line: print(line, flush=True))
     rows = [row_of(model_dir) for model_dir in args.models]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")

@@ -257,9 +257,29 @@ def test_bracket_options_are_refused_before_any_work(run_dir):
             result.err.splitlines()[-1]
         assert snapshot(run_dir) == before
     before = snapshot(run_dir)
-    result = run_cli("evaluate", run_dir, "--tempering", "100")  # without --bracket
-    assert result.code != 0 and "--tempering cross-checks a bracket" in result.err
+    result = run_cli("evaluate", run_dir, "--bracket", "--tempering", "0")
+    assert result.code != 0 and "--tempering needs a positive number of sweeps" in result.err
+    # Without --bracket it cross-checks the latest bracket, and this run has none yet.
+    result = run_cli("evaluate", run_dir, "--tempering", "10")
+    assert result.code != 0 and "no bracket of its current model to cross-check" in result.err
     assert snapshot(run_dir) == before
+
+
+def test_tempering_cross_checks_the_latest_bracket_in_a_new_record(run_dir, capsys):
+    from irbm.cli import main
+    assert main(["evaluate", str(run_dir), "--bracket", "--chains", "10", "--betas", "50",
+                 "--raise", "20", "--max-seconds", "30"]) == 0
+    bracketed = evaluations(run_dir)[-1]
+    assert "cross_check" not in bracketed["bracket"] or \
+        bracketed["bracket"]["cross_check"] is None
+    assert main(["evaluate", str(run_dir), "--tempering", "30"]) == 0
+    printed = capsys.readouterr().out
+    *earlier, checked = evaluations(run_dir)
+    assert earlier[-1] == bracketed  # the bracket's own record is kept as it was
+    check = checked["bracket"]["cross_check"]
+    assert checked["cross_checked"] is True and check["n_sweeps"] == 30
+    assert checked["bracket"]["levels"][-1]["raise"] == bracketed["bracket"]["levels"][-1]["raise"]
+    assert f"tempering ({check['route']}): NLL {check['nll']:.2f}" in printed
 
 
 def test_report_refuses_results_of_an_earlier_model(run_dir, tmp_path, monkeypatch):
