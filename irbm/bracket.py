@@ -165,39 +165,27 @@ def refuted(estimate: dict, optimistic: float) -> bool:
 
 
 def judge_conservative(levels: list[dict]) -> None:
-    """Set the last level's conservative side from the RAISE records of every level so far.
+    """Set the last level's conservative side from its RAISE records.
 
     Each level holds ``raise`` (per route: ``whole``, ``rows``, ``stderr``) and ``optimistic``
-    (the best of all levels so far). The level's own side (``raise_path``,
-    ``own_conservative``, ``own_conservative_stderr``) is its lowest RAISE NLL that
-    ``optimistic`` does not refute; the kept side (``conservative``, ``conservative_rows``,
-    ``conservative_stderr``, ``conservative_from``) the lowest such of any level, each a
-    stochastic upper bound of the NLL of its annealing model. ``refuted`` lists the last
-    level's routes left out. With nothing left the side is +inf: no conservative bound."""
+    (the best of all levels so far). RAISE bounds the NLL of its annealing model, which nears
+    the model as the temperatures grow, so only the last level's records count (a lower value
+    at fewer temperatures may come from an annealing model that gave the data more mass):
+    the side (``conservative``, ``conservative_rows``, ``conservative_stderr``,
+    ``raise_path``, also as ``own_conservative``, ``own_conservative_stderr``) is the lowest of
+    them that ``optimistic`` does not refute. ``refuted`` maps the routes left out to their
+    NLL. With nothing left the side is +inf: no conservative bound."""
     last = levels[-1]
-    optimistic = last["optimistic"]
-
-    # A route refuted at any level is left out at every level: its RAISE falls towards the NLL
-    # of its annealing model as temperatures grow, and that model has been shown to miss mass.
-    ruled_out = {route for level in levels for route, record in level["raise"].items()
-                 if refuted(record, optimistic)}
-
-    def lowest(candidates):
-        kept = [c for c in candidates if c[1] not in ruled_out]
-        return min(kept, key=lambda c: c[2]["whole"]) if kept else None
-
-    own = lowest([(last["n_betas"], route, record) for route, record in last["raise"].items()])
-    best = lowest([(level["n_betas"], route, record) for level in levels
-                   for route, record in level["raise"].items()])
-    last["refuted"] = {route: min(level["raise"][route]["whole"] for level in levels
-                                  if route in level["raise"]) for route in sorted(ruled_out)}
-    last.update(raise_path=own and own[1],
-                own_conservative=own[2]["whole"] if own else math.inf,
-                own_conservative_stderr=own[2]["stderr"] if own else math.inf,
-                conservative=best[2]["whole"] if best else math.inf,
-                conservative_rows=best[2]["rows"] if best else math.inf,
-                conservative_stderr=best[2]["stderr"] if best else math.inf,
-                conservative_from=best and f"{best[1]}, {best[0]} temperatures")
+    records = last["raise"]
+    left_out = {route: record["whole"] for route, record in records.items()
+                if refuted(record, last["optimistic"])}
+    kept = [route for route in records if route not in left_out]
+    route = min(kept, key=lambda name: records[name]["whole"]) if kept else None
+    record = records[route] if route else {"whole": math.inf, "rows": math.inf,
+                                           "stderr": math.inf}
+    last.update(refuted=left_out, raise_path=route, own_conservative=record["whole"],
+                own_conservative_stderr=record["stderr"], conservative=record["whole"],
+                conservative_rows=record["rows"], conservative_stderr=record["stderr"])
 
 
 def rejudge(summary: dict) -> dict:
@@ -229,23 +217,22 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
     ``ais`` (per path: ``log_z``, ``effective_sample_size``, ``n_chains``) and ``best_path``."""
     last, reasons = levels[-1], []
     width = last["conservative"] - last["optimistic"]
-    noise = crossing_noise(last["conservative_stderr"])
     if last.get("refuted"):
         listed = "; ".join(f"{route}: {nll:.2f}" for route, nll in last["refuted"].items())
+        kept = max(levels, key=lambda level: level.get("own_optimistic", level["optimistic"]))
+        ais = kept.get("ais", {}).get(kept.get("best_path"), {})
+        ess = (f" (effective sample size {ais['effective_sample_size']:.1f} of "
+               f"{ais['n_chains']})" if "effective_sample_size" in ais else "")
         reasons.append(
-            f"RAISE ({listed}) falls below the optimistic side ({last['optimistic']:.2f}) "
-            "beyond its noise, so it is left out: RAISE bounds the NLL of its annealing model "
-            "(where its forward chains end), and those chains miss mass that AIS found away "
-            "from the data, so the model holds mass no reverse chain from a data row visits")
+            f"RAISE ({listed}) falls below the optimistic side ({last['optimistic']:.2f}) by "
+            "more than 3 standard errors + 1 nat, so it is left out: either its annealing model "
+            "(where its forward chains end) misses mass that AIS found away from the data, so "
+            "RAISE, which bounds that model's NLL, errs low, or the optimistic side's AIS"
+            f"{ess} overshot ln Z, which the best of several estimates can; an independent "
+            "estimate (--tempering) tells which")
     if not math.isfinite(last["conservative"]):
-        reasons.append("no conservative side: every RAISE estimate is refuted by the "
-                       "optimistic side")
-    elif width < -noise:
-        reasons.append(
-            f"the sides cross by {-width:.2f} nats, beyond their noise ({noise:.2f}): each "
-            "estimate overshoots by k nats with probability below e^-k (m e^-k for the best of "
-            "m), so an estimator or the model's annealing path is likely wrong, not merely "
-            "short")
+        reasons.append("no conservative side: every RAISE estimate of the last level is "
+                       "refuted by the optimistic side")
     elif width > tolerance:
         reasons.append(f"the bracket is {width:.2f} nats wide, more than the tolerance "
                        f"({tolerance:g})" + _suspect(levels))
@@ -256,13 +243,6 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
         reasons.append(f"the last level's AIS gives an NLL {behind:.2f} nats below the best "
                        f"earlier level's (ln Z that much lower): its weights hinge on a few "
                        "chains that find mass the others miss; use more chains")
-    above = last.get("own_conservative", last["conservative"]) - last["conservative"]
-    if math.isfinite(above) and \
-            above > max(tolerance / 2, 3 * last.get("own_conservative_stderr", 0.0)):
-        reasons.append(f"the last level's RAISE NLL is {above:.2f} nats above an earlier "
-                       "level's, where more temperatures should lower it: either its reverse "
-                       "chains are too noisy (use more rows) or its annealing model is still "
-                       "moving mass away from the data, and the lower, earlier value is suspect")
     if len(levels) < 2:
         reasons.append("only one number of temperatures was run: convergence is unchecked")
     else:
@@ -273,7 +253,22 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
             # trend: the 0.2-nat rule applies where the estimates are that precise.
             spread = 2 * math.hypot(last.get(noise, 0.0), before.get(noise, 0.0))
             moved = last[side] - before[side]
-            if math.isfinite(moved) and abs(moved) > max(MOVEMENT, spread):
+            route = last.get("raise_path") if side == "conservative" else None
+            if route and route in before.get("raise", {}):
+                # The same route's move: a change of route (one refuted) is not a trend.
+                now, then = last["raise"][route], before["raise"][route]
+                moved = now["whole"] - then["whole"]
+                spread = 2 * math.hypot(now["stderr"], then["stderr"])
+            if not math.isfinite(moved) or abs(moved) <= max(MOVEMENT, spread):
+                continue
+            if route and moved > 0:
+                # RAISE's NLL falls as its annealing model nears the model; a rise shows that
+                # model still moving mass away from the data.
+                reasons.append(f"RAISE along {route} rose by {moved:.2f} nats when the "
+                               f"temperatures doubled to {last['n_betas']}: its annealing model "
+                               "is still moving mass away from the data, so the conservative "
+                               "side may still be too low")
+            else:
                 reasons.append(f"the {side} side moved by {moved:+.2f} nats when the "
                                f"temperatures doubled to {last['n_betas']}: not converged")
     if math.isfinite(last["conservative_stderr"]) and \
@@ -290,15 +285,16 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
 
 
 def cross_check_reasons(last: dict, check: dict) -> list[str]:
-    """Where the tempering estimate ``check`` (``nll``, ``stderr``, ``round_trips``) contradicts
+    """Where the tempering estimate ``check`` (``nll``, ``stderr``, ``passages``) contradicts
     the bracket of level ``last``: it is consistent, not a bound, so outside the bracket beyond
     its noise it shows that one of the three estimators missed mass."""
     nll, stderr = check["nll"], check["stderr"]
     estimate = f"the tempering estimate ({nll:.2f} +/- {stderr:.2f})"
     reasons = []
-    if check.get("round_trips", 1) == 0:
-        reasons.append(f"{estimate} never carried a state from the base to the model (no round "
-                       "trip): it checks nothing; use more sweeps or temperatures")
+    # Records made before "passages" named them "round_trips" (burn-in included).
+    if check.get("passages", check.get("round_trips", 1)) == 0:
+        reasons.append(f"{estimate} never carried a state from the base to the model after its "
+                       "burn-in: it checks nothing; use more sweeps or temperatures")
     if nll < last["optimistic"] - crossing_noise(stderr):
         reasons.append(f"{estimate} lies below the optimistic side ({last['optimistic']:.2f}) "
                        "beyond its noise: its chains missed mass that AIS found")
@@ -324,7 +320,10 @@ def _suspect(levels: list[dict]) -> str:
                      f"sample size {ais['effective_sample_size']:.1f} of {ais['n_chains']} at "
                      f"{source['n_betas']} temperatures), so ln Z is likely too low")
     if len(levels) >= 2:
-        fall = levels[-2]["conservative"] - last["conservative"]
+        route, before = last.get("raise_path"), levels[-2]
+        fall = (before["raise"][route]["whole"] - last["raise"][route]["whole"]
+                if route and route in before.get("raise", {})
+                else before["conservative"] - last["conservative"])
         if fall > MOVEMENT:
             notes.append(f"the conservative side is suspect: it still fell by {fall:.2f} nats "
                          "at the last doubling")

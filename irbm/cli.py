@@ -179,11 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
                           help="width of a certified bracket, nats (default 1.0)")
     evaluate.add_argument("--max-seconds", type=_positive_float, default=None,
                           help="time budget of --bracket (default: none)")
-    evaluate.add_argument("--tempering", nargs="?", type=int, const=2000, default=None,
-                          metavar="SWEEPS",
+    evaluate.add_argument("--tempering", type=int, default=None, metavar="SWEEPS",
                           help="cross-check a bracket by parallel tempering with Bennett's "
-                          "acceptance ratio (64 temperatures, 32 ladders, SWEEPS sweeps, "
-                          "default 2000): with --bracket the new one, without it the run's "
+                          "acceptance ratio (64 temperatures, 32 ladders, SWEEPS sweeps; 2000 "
+                          "suit a trained model): with --bracket the new one, without it the run's "
                           "latest bracket (appended as a new record); a point estimate outside "
                           "the bracket withholds certification")
     _system_options(evaluate)

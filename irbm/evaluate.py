@@ -296,15 +296,23 @@ def cross_check(model, data, levels, *, base_data, bases, tempering=True, seed=0
     -------
     dict: ``nll``, ``route`` and `TemperingResult.summary()`.
     """
-    kept = max(levels, key=lambda level: level["own_optimistic"])
+    allowed = {"n_temperatures", "n_sweeps", "n_ladders", "betas", "burn_in", "n_groups"}
+    settings = {} if tempering is True else dict(tempering)
+    if not set(settings) <= allowed:
+        raise ValueError(f"tempering takes {sorted(allowed)}, not "
+                         f"{sorted(set(settings) - allowed)} (the route, base and seed follow "
+                         "the bracket)")
+    # Brackets stored before own_optimistic was recorded keep the best level's in optimistic.
+    kept = max(levels, key=lambda level: level.get("own_optimistic", level["optimistic"]))
     route = kept["best_path"]
     # Routes are named "path, base base" when both bases ran, else by the path alone.
     kind, _, base = route.partition(", ")
     base = base.removesuffix(" base") or bases[0]
-    kind = None if kind == "trajectory" else kind  # tempering needs one model's path
-    result = estimate_log_partition_tempering(
-        model, **({} if tempering is True else dict(tempering)), base=base, path=kind,
-        data=base_data, seed=int(seed) + 7, progress=progress)
+    if kind == "trajectory":  # tempering needs one model's path: the family's default
+        kind, route = None, f"{route} (tempering along the model's default path)"
+    result = estimate_log_partition_tempering(model, **settings, base=base, path=kind,
+                                              data=base_data, seed=int(seed) + 7,
+                                              progress=progress)
     if free_all is None:
         free_all = free_energies(model, model.check_visible(torch.as_tensor(data)))
     return {"nll": float(free_all.double().mean()) + result.log_z, "route": route,
@@ -471,12 +479,12 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         n_temperatures *= 2
     last = levels[-1]
     check = None
-    if tempering:
+    if tempering is not None and tempering is not False:
         check = cross_check(model, data, levels, base_data=base_data, bases=bases,
                             tempering=tempering, seed=seed, progress=progress, free_all=free_all)
         if echo is not None:
             echo(f"  tempering ({check['route']}): NLL {check['nll']:.2f} +/- "
-                 f"{check['stderr']:.2f}, {check['round_trips']} round trips")
+                 f"{check['stderr']:.2f}, {check['passages']} passages from base to model")
     reasons = verdict(levels, tolerance=tolerance, out_of_time=out_of_time, cross_check=check)
     return Bracket(last["optimistic"], last["conservative"], not reasons, reasons,
                    last["optimistic_rows"], last["conservative_rows"],

@@ -16,8 +16,8 @@ Bennett's acceptance ratio, the minimum-variance estimator given samples of both
 ln Z = ln Z_0 + sum_k ln(Z_{k+1} / Z_k). Unlike AIS it is not a bound, only consistent: it
 errs either way when the chains have not mixed. Its error is measured honestly from
 independent ladders: the ladders are split into groups, each group gives its own ln Z, and the
-spread of the groups is the standard error. How often states travel from t = 0 to t = 1
-(``round_trips``) shows whether the ladder mixes at all.
+spread of the groups is the standard error. How often states travel from t = 0 to t = 1 after
+the burn-in (``passages``) shows whether the ladder mixes at all.
 """
 
 from __future__ import annotations
@@ -51,8 +51,9 @@ class TemperingResult:
         BAR ln(Z_{k+1} / Z_k) per neighbouring pair.
     swap_rates : ndarray (R - 1,)
         Share of accepted exchanges per pair.
-    round_trips : int
-        Passages of a state from t = 0 to t = 1 (0: the ladder never carried a state across).
+    passages : int
+        Arrivals at t = 1 of states that were at t = 0 earlier, counted after the burn-in (0:
+        the ladder never carried a state across; a round trip is two passages).
     betas : ndarray (R,)
     n_ladders, n_sweeps, burn_in : int
     seconds : float
@@ -65,7 +66,7 @@ class TemperingResult:
     group_log_z: np.ndarray
     log_ratios: np.ndarray
     swap_rates: np.ndarray
-    round_trips: int
+    passages: int
     betas: np.ndarray
     n_ladders: int
     n_sweeps: int
@@ -77,7 +78,7 @@ class TemperingResult:
         return {"log_z": self.log_z, "stderr": self.stderr,
                 "group_log_z": self.group_log_z.tolist(), "n_temperatures": len(self.betas),
                 "min_swap_rate": float(self.swap_rates.min()),
-                "round_trips": self.round_trips, "n_ladders": self.n_ladders,
+                "passages": self.passages, "n_ladders": self.n_ladders,
                 "n_sweeps": self.n_sweeps, "burn_in": self.burn_in, "seconds": self.seconds,
                 "path": self.path}
 
@@ -180,7 +181,7 @@ def estimate_log_partition_tempering(model, n_temperatures: int = 100, n_sweeps:
     proposed = np.zeros(n_replicas - 1)
     labels = torch.arange(n_replicas * n_ladders).reshape(n_replicas, n_ladders)
     from_bottom = torch.zeros(n_replicas * n_ladders, dtype=torch.bool)
-    round_trips = 0
+    passages = 0
     swap_uniform = torch.Generator().manual_seed(seed + 2)
     for sweep in tqdm(range(n_sweeps), disable=not progress, desc="tempering", unit="sweep"):
         for replica, t in zip(replicas, betas):
@@ -212,16 +213,17 @@ def estimate_log_partition_tempering(model, n_temperatures: int = 100, n_sweeps:
                 low.copy_(swapped)
                 labels[k], labels[k + 1] = (torch.where(accept, labels[k + 1], labels[k]),
                                             torch.where(accept, labels[k], labels[k + 1]))
-        from_bottom[labels[0]] = True
-        arrived = labels[-1][from_bottom[labels[-1]]]
-        round_trips += int(arrived.numel())
-        from_bottom[arrived] = False
+        if record >= 0:  # after the burn-in only
+            from_bottom[labels[0]] = True
+            arrived = labels[-1][from_bottom[labels[-1]]]
+            passages += int(arrived.numel())
+            from_bottom[arrived] = False
     log_base = replicas[0].log_base_partition
     log_z, ratios = _log_partition(log_base, forward, backward)
     groups = np.array([_log_partition(log_base, forward, backward,
                                       slice(group, None, n_groups))[0]
                        for group in range(n_groups)])
     return TemperingResult(log_z, float(groups.std(ddof=1) / math.sqrt(n_groups)), groups,
-                           ratios, accepted / np.maximum(proposed, 1), round_trips,
+                           ratios, accepted / np.maximum(proposed, 1), passages,
                            np.asarray(betas), n_ladders, n_sweeps, n_sweeps - kept,
                            time.perf_counter() - started, replicas[0].description)

@@ -264,8 +264,8 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
         raise ValueError(f"--tempering needs a positive number of sweeps, got "
                          f"{tempering_sweeps}")
     if tempering_sweeps is not None and not bracket:
-        return cross_check_run(run_dir, tempering_sweeps, data_dir=data_dir, device=device,
-                               progress=progress, echo=echo)
+        return cross_check_run(run_dir, tempering_sweeps, which=which, data_dir=data_dir,
+                               device=device, progress=progress, echo=echo)
     say = echo or logger.info
     check_device(device)
     run_dir = runs.require_run(run_dir)
@@ -346,9 +346,10 @@ def _tempering(sweeps) -> dict:
     return {"n_temperatures": 64, "n_ladders": 32, "n_sweeps": int(sweeps)}
 
 
-def cross_check_run(run_dir, sweeps: int, *, data_dir=None, device=None, progress=True,
-                    echo=None) -> dict:
-    """Cross-check the latest bracket of the run's current model by parallel tempering
+def cross_check_run(run_dir, sweeps: int, *, which=None, data_dir=None, device=None,
+                    progress=True, echo=None) -> dict:
+    """Cross-check the latest bracket of the run's current model (of its ``which`` model,
+    "best" or "latest", when such a bracket exists) by parallel tempering
     (`irbm.evaluate.cross_check`) and append it, re-judged (`irbm.bracket.rejudge`), as a new
     evaluation record (the earlier record stays as it was); returns the new record."""
     say = echo or logger.info
@@ -361,19 +362,21 @@ def cross_check_run(run_dir, sweeps: int, *, data_dir=None, device=None, progres
     if not records:
         raise ValueError(f"{run_dir} has no bracket of its current model to cross-check: run "
                          "irbm evaluate RUN --bracket (with --tempering to check it at once)")
-    record = records[-1]
+    record = ([r for r in records if r.get("which") == which] or records)[-1]
     dataset = runs.load_run_dataset(run_dir, data_dir)
     model, _ = runs.run_model(run_dir, which=record.get("which", "latest"), device=device)
     bracket = record["bracket"]
+    # Brackets stored before "bases" was recorded ran one base: the record's AIS base.
+    bases = bracket.get("bases") or [record.get("base", "data")]
     say(f"cross-checking the bracket of {run_dir} by parallel tempering ({sweeps} sweeps)")
     check = cross_check(model, torch.as_tensor(dataset.test), bracket["levels"],
-                        base_data=None if bracket.get("bases") == ["model"]
-                        else torch.as_tensor(dataset.train), bases=bracket.get("bases", ["data"]),
+                        base_data=None if bases == ["model"] else torch.as_tensor(dataset.train),
+                        bases=bases,
                         tempering=_tempering(sweeps), seed=record.get("seed", 0) or 0,
                         progress=progress)
     judged = rejudge({**bracket, "cross_check": check})
     say(f"  tempering ({check['route']}): NLL {check['nll']:.2f} +/- {check['stderr']:.2f}, "
-        f"{check['round_trips']} round trips; bracket [{judged['optimistic']:.2f}, "
+        f"{check['passages']} passages from base to model; bracket [{judged['optimistic']:.2f}, "
         f"{judged['conservative']:.2f}], " + ("certified" if judged["certified"]
                                                else "NOT certified"))
     for reason in judged["reasons"]:

@@ -74,8 +74,9 @@ def row_of(model_dir: Path) -> dict:
 def _cross_check(check: dict | None) -> str:
     if check is None:
         return "-"
-    return (f"{check['nll']:.2f} +/- {check['stderr']:.2f} ({check['round_trips']} round "
-            f"trips, {check['n_sweeps']} sweeps)")
+    passages = check.get("passages", check.get("round_trips"))  # the older records' name
+    return (f"{check['nll']:.2f} +/- {check['stderr']:.2f} ({passages} passages, "
+            f"{check['n_sweeps']} sweeps)")
 
 
 def markdown(rows: list[dict]) -> str:

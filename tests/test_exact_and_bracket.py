@@ -270,7 +270,7 @@ def test_the_tempering_cross_check_lands_on_the_exact_nll_inside_the_bracket(ful
                           tempering={"n_temperatures": 16, "n_sweeps": 120, "n_ladders": 16})
     check = bracket.cross_check
     assert abs(check["nll"] - exact) < 4 * check["stderr"] + 0.05, (check, exact)
-    assert check["round_trips"] > 0 and check["route"] in ("pinned", "linear")
+    assert check["passages"] > 0 and check["route"] in ("pinned", "linear")
     assert bracket.certified is True and bracket.summary()["cross_check"] == check
 
 

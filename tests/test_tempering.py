@@ -46,7 +46,7 @@ def test_tempering_matches_brute_force_on_tiny_models(example):
         result = estimate_log_partition_tempering(model, 8, 250, n_ladders=16, base="model",
                                                   path=path, seed=3, progress=False)
         assert abs(result.log_z - exact) < 4 * result.stderr + 0.02, (path, result, exact)
-        assert result.round_trips > 0 and (result.swap_rates > 0).all()
+        assert result.passages > 0 and (result.swap_rates > 0).all()
 
 
 @pytest.mark.parametrize("family, options", [("rbm", {}), ("orbm", {"beta": 1.05}),
@@ -61,7 +61,7 @@ def test_tempering_matches_the_exact_log_partition_at_full_size(family, options)
                                                   path=path, seed=3, progress=False)
         assert abs(result.log_z - exact) < 4 * result.stderr + 0.05, (path, result, exact)
         assert result.group_log_z.shape == (8,) and result.log_ratios.shape == (15,)
-        assert result.summary()["round_trips"] == result.round_trips > 0
+        assert result.summary()["passages"] == result.passages > 0
 
 
 @pytest.mark.parametrize("arguments, message", [
@@ -82,6 +82,6 @@ def test_tempering_is_reproducible_from_its_seed():
     first, second = (estimate_log_partition_tempering(model, 6, 50, n_ladders=8,
                                                       base="model", seed=9, progress=False)
                      for _ in range(2))
-    assert first.log_z == second.log_z and first.round_trips == second.round_trips
+    assert first.log_z == second.log_z and first.passages == second.passages
     torch.testing.assert_close(torch.from_numpy(first.swap_rates),
                                torch.from_numpy(second.swap_rates))
