@@ -297,7 +297,8 @@ def cross_check_reasons(last: dict, check: dict) -> list[str]:
                        "burn-in: it checks nothing; use more sweeps or temperatures")
     if nll < last["optimistic"] - crossing_noise(stderr):
         reasons.append(f"{estimate} lies below the optimistic side ({last['optimistic']:.2f}) "
-                       "beyond its noise: its chains missed mass that AIS found")
+                       "beyond its noise: either its chains missed mass that AIS found or the "
+                       "best of the AIS estimates overshot ln Z")
     elif nll > last["conservative"] + CROSSING_SIGMAS * math.hypot(
             stderr, last["conservative_stderr"]):
         reasons.append(f"{estimate} lies above the conservative side "
