@@ -2,7 +2,8 @@
 # Issue 27's rows at the paper's protocol (CalTech101): the iRBM under the authors' profile to
 # 4,000 epochs with the snapshot of best validation NLL among 1,000, 2,000, 3,000 and 4,000
 # (scripts/paper_results.py's selection), the oRBM-500 to 5,000 and the RBM-2000 to 2,000; each
-# final model copied to results/models/ and bracketed there (scripts/bracket_results.py).
+# final model copied to results/models/ and bracketed there (scripts/bracket_results.py), with
+# the tempering cross-check; then the MNIST oRBM-500 towards its 500 epochs.
 # RUNS: where the runs live (default runs/). Every step resumes where it stopped; the committed
 # checkpoints continue a run on a fresh clone (results/checkpoints/README.md).
 set -euo pipefail
@@ -25,14 +26,15 @@ copy() { [[ -d results/models/$2 ]] || cp -r "$1" "results/models/$2"; }
 copy "$selected" irbm-authors-selected
 copy "$RUNS/orbm500-l1e-3/snapshots/5000" orbm500-l1e-3-e5000
 copy "$RUNS/rbm2000-adagrad-philox/snapshots/2000" rbm2000-adagrad-e2000
-bracket() {
+bracket() {  # model, AIS chains per path, tempering sweeps of the cross-check
   python scripts/bracket_results.py "results/models/$1" --out "/tmp/$1" --evaluate --chains "$2" \
-      --rows 300 --max-seconds 1500
+      --rows 300 --max-seconds 1500 --tempering "$3"
 }
-bracket orbm500-l1e-3-e5000 1000
-bracket irbm-authors-selected 500
-bracket rbm2000-adagrad-e2000 500
+bracket orbm500-l1e-3-e5000 1000 2000
+bracket irbm-authors-selected 500 2000
+bracket rbm2000-adagrad-e2000 1000 1000
 python scripts/bracket_results.py \
     results/models/{rbm100-adagrad,rbm500-adagrad,orbm500-l1e-3,irbm-l1e-3}-e1000 \
     results/models/{orbm500-l1e-3-e5000,irbm-authors-selected,rbm2000-adagrad-e2000} \
     --out results/caltech101_brackets
+train 50 500 mnist-orbm500 orbm mnist --n-hidden 500 --beta 1.01 --lr 0.03 --l1 0.0
