@@ -186,14 +186,18 @@ def estimate_log_partition_tempering(model, n_temperatures: int = 100, n_sweeps:
     for sweep in tqdm(range(n_sweeps), disable=not progress, desc="tempering", unit="sweep"):
         for replica, t in zip(replicas, betas):
             replica.step(t, t)
-        # ln f of each replica's states at its own temperature and at its neighbours'.
-        own = [replica.log_unnormalized(replica.visible, t) for replica, t in
-               zip(replicas, betas)]
-        # up[k] = ln f_{k+1}(x_k) - ln f_k(x_k); down[k] = ln f_k(x_{k+1}) - ln f_{k+1}(x_{k+1})
-        up = [replicas[k].log_unnormalized(replicas[k].visible, betas[k + 1]) - own[k]
-              for k in range(n_replicas - 1)]
-        down = [replicas[k + 1].log_unnormalized(replicas[k + 1].visible, betas[k]) - own[k + 1]
-                for k in range(n_replicas - 1)]
+        # ln f of each replica's states at its own temperature and at its neighbours' (one
+        # product W v per replica): up[k] = ln f_{k+1}(x_k) - ln f_k(x_k) and
+        # down[k] = ln f_k(x_{k+1}) - ln f_{k+1}(x_{k+1}).
+        up, down = [], []
+        for k, replica in enumerate(replicas):
+            around = betas[max(k - 1, 0):k + 2]
+            values = replica.log_unnormalized_many(replica.visible, around)
+            own = values[1] if k > 0 else values[0]
+            if k > 0:
+                down.append(values[0] - own)
+            if k < n_replicas - 1:
+                up.append(values[-1] - own)
         record = sweep - (n_sweeps - kept)
         if record >= 0:
             for k in range(n_replicas - 1):

@@ -85,3 +85,19 @@ def test_tempering_is_reproducible_from_its_seed():
     assert first.log_z == second.log_z and first.passages == second.passages
     torch.testing.assert_close(torch.from_numpy(first.swap_rates),
                                torch.from_numpy(second.swap_rates))
+
+
+@pytest.mark.parametrize("example", example_params(
+    [e for e in EXAMPLES if e.n_visible >= 5 and e.n_hidden == 5]))
+def test_log_unnormalized_many_equals_one_temperature_at_a_time(example):
+    """The shared-product evaluation tempering uses is the per-temperature one, on every path
+    (pinned: temperatures on both sides of the release)."""
+    from irbm.ais import make_path
+    model = example.build()
+    v = torch.rand(9, example.n_visible, generator=torch.Generator().manual_seed(3)).lt(0.5)
+    ts = (0.0, 0.3, 0.74, 0.8, 0.97, 1.0)
+    for path in model.ais_paths:
+        annealing = make_path(model, model.base_visible_bias(), path)
+        torch.testing.assert_close(annealing.log_unnormalized_many(v, ts),
+                                   torch.stack([annealing.log_unnormalized(v, t) for t in ts]),
+                                   rtol=0, atol=0)

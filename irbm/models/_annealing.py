@@ -63,6 +63,11 @@ class AnnealingPath(abc.ABC):
         """ln f_t(v), shape (N,), for v (N, n_visible): the reference the fused `step` must
         agree with (AIS checks it against the model's free energy before it starts)."""
 
+    def log_unnormalized_many(self, v: torch.Tensor, ts) -> torch.Tensor:
+        """ln f_t(v) for every t of ``ts``, shape (len(ts), N): paths whose f_t share the
+        product W v across temperatures compute it once (parallel tempering asks for three)."""
+        return torch.stack([self.log_unnormalized(v, t) for t in ts])
+
     @abc.abstractmethod
     def sample_base(self, n_chains: int, uniforms: UniformSource) -> torch.Tensor:
         """Exact draws from f_0 / Z_0, shape (n_chains, n_visible)."""

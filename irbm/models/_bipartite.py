@@ -173,13 +173,17 @@ class BipartitePath(AnnealingPath):
         zeros = torch.zeros(1, model.n_hidden, dtype=torch.float64, device=model.device)
         return float(model.as_float64()._hidden_log_sum(zeros, zeros[0])[0])
 
-    @torch.no_grad()
     def log_unnormalized(self, v, t):
+        return self.log_unnormalized_many(v, (t,))[0]
+
+    @torch.no_grad()
+    def log_unnormalized_many(self, v, ts):
         model = self.model
         v = v.to(model.dtype)
         pre = model._hidden_preactivation(v)
-        visible = v @ (self.base_bias + t * self.visible_shift)
-        return (visible + model._hidden_log_sum(pre * t, model.b * t)).double()
+        return torch.stack([(v @ (self.base_bias + t * self.visible_shift)
+                             + model._hidden_log_sum(pre * t, model.b * t)).double()
+                            for t in ts])
 
     def sample_base(self, n_chains, uniforms):
         out = torch.empty(n_chains, self.model.n_visible, dtype=self.model.dtype,

@@ -109,18 +109,26 @@ class PinnedPath(BipartitePath):
     def _visible_bias(self, t):
         return torch.add(self.base_bias, self.visible_shift, alpha=self._coupling(t))
 
-    @torch.no_grad()
     def log_unnormalized(self, v, t):
+        return self.log_unnormalized_many(v, (t,))[0]
+
+    @torch.no_grad()
+    def log_unnormalized_many(self, v, ts):
         model = self.model
         v = v.to(model.dtype)
         preactivation = model._hidden_preactivation(v)
-        kappa = self._kappa(t)
-        if math.isinf(kappa):
-            hidden = self._pinned_log(preactivation, self._coupling(t))
-        else:
-            columns = self._released_columns(preactivation).double()
-            hidden = torch.logsumexp(columns + self.model._pin_offsets(kappa, self.pin), 1)
-        return (v @ self._visible_bias(t)).double() + hidden
+        columns = None  # the released z columns, computed once if any t needs them
+        values = []
+        for t in ts:
+            kappa = self._kappa(t)
+            if math.isinf(kappa):
+                hidden = self._pinned_log(preactivation, self._coupling(t))
+            else:
+                if columns is None:
+                    columns = self._released_columns(preactivation).double()
+                hidden = torch.logsumexp(columns + self.model._pin_offsets(kappa, self.pin), 1)
+            values.append((v @ self._visible_bias(t)).double() + hidden)
+        return torch.stack(values)
 
     # ------------------------------------------------------------------ chains
     def start(self, visible, uniforms: UniformSource):
