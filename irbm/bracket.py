@@ -14,9 +14,13 @@ while the model's mass sits near z = 400; RAISE along it gave 130.5 nats against
 (pinned path). Both sides converge to the exact NLL as the temperatures grow, so
 `irbm.evaluate.bracket_nll` doubles them until the sides meet within a tolerance.
 
-Since no AIS estimate can overshoot ln Z by more than a few nats except by rare luck, a RAISE
-NLL below the optimistic side beyond their noise is refuted: its annealing model misses mass the
-forward chains found, and it is left out of the conservative side (`judge_conservative`).
+An AIS estimate overshoots ln Z by k nats with probability below e^-k, so a RAISE NLL below the
+optimistic side by more than 3 standard errors + 1 nat is refuted and left out of the
+conservative side: most likely its annealing model misses mass the forward chains found, though
+the best of many AIS estimates may also have overshot, and the verdict says both. Only the last
+level's RAISE counts, its annealing model being the closest to the model (`judge_conservative`).
+An independent point estimate by parallel tempering (`irbm.tempering`) can be checked against
+the bracket (`cross_check_reasons`).
 
 RAISE runs on a random subset of rows. Its per-row estimate of ln Z,
 d_n = -ln p-hat(v_n) - F(v_n), varies far less across rows than the NLL itself (F carries the
