@@ -2,8 +2,11 @@
 
 The optimistic side comes from forward annealing (AIS): each ln Z-hat is a stochastic lower bound
 of ln Z (Z-hat is unbiased, so P(ln Z-hat > ln Z + k) <= e^-k), and so is the certain floor
-ln sum_v exp(-F(v)) over distinct visited states; the highest of them gives the lowest NLL
-that can be trusted not to be too high. The conservative side comes from reverse annealing
+ln sum_v exp(-F(v)) over distinct visited states. The largest of many runs is not (the best
+of m overshoots with probability up to m e^-k), so the runs of every level and path are pooled
+into one unbiased Z-hat (`pooled_log_z`): on the CalTech101 oRBM-500 at 5,000 epochs the
+largest run (effective sample size 1.7) stood 1 nat above a healthy one (67) and tempering.
+The conservative side comes from reverse annealing
 (RAISE, Burda, Grosse & Salakhutdinov 2015): per row, ln p-hat(v) is a stochastic lower bound of
 ln p_A(v), the likelihood under the *annealing model* A (the distribution of the forward chains'
 final states along the same path), so its average NLL errs high for A. A equals the model only
@@ -56,9 +59,10 @@ class Bracket:
     Attributes
     ----------
     optimistic, conservative : float
-        Average NLL over the whole ``data``: mean F + the highest ln Z lower bound, and mean F +
-        RAISE's control-variate estimate of ln Z from the subset; each the best over all
-        levels of temperatures and all paths (every level draws independent chains).
+        Average NLL over the whole ``data``: mean F + ln of the pooled AIS estimate of Z over
+        all levels and paths (`pooled_log_z`; every level draws independent chains) or the
+        certain floor when higher, and mean F + RAISE's control-variate estimate of ln Z from
+        the subset (the last level's lowest route not refuted).
     width : float
         conservative - optimistic (negative when the sides cross).
     certified : bool
@@ -73,7 +77,7 @@ class Bracket:
     conservative_stderr : float
         Standard error of ``conservative`` over the RAISE rows.
     log_partition : float
-        The optimistic side's ln Z (best AIS estimate or the certain floor).
+        The optimistic side's ln Z (pooled AIS estimate or the certain floor).
     log_partition_floor : float
         ln sum_v exp(-F(v)) over distinct data rows and Gibbs states: certain.
     n_rows, n_betas, n_chains : int
@@ -157,6 +161,24 @@ def control_variate(free_all: torch.Tensor, free_rows: torch.Tensor,
     return float(free_all.double().mean() + per_row.mean()), stderr
 
 
+def pooled_log_z(levels: list[dict]) -> float:
+    """ln sum_i w_i Z-hat_i over every AIS run of ``levels`` (each level's ``n_betas`` and
+    ``ais``: per route ``log_z`` and ``n_chains``), with weights w_i proportional to the run's
+    chains x temperatures and summing to 1.
+
+    Each Z-hat_i is unbiased and the weights are fixed before the runs, so the pool is unbiased
+    too and its log is one stochastic lower bound of ln Z (P(overshoot by k) <= e^-k); the
+    weights favour the runs with more temperatures, whose estimates vary less. The largest
+    ln Z-hat_i is no such bound: the best of m runs overshoots with probability up to m e^-k,
+    and a single lucky chain (an effective sample size near 1) can carry it a nat too high."""
+    terms = [(math.log(run["n_chains"] * level["n_betas"]) + run["log_z"],
+              run["n_chains"] * level["n_betas"])
+             for level in levels for run in level["ais"].values()]
+    top = max(term for term, _ in terms)
+    total = sum(math.exp(term - top) for term, _ in terms)
+    return top + math.log(total) - math.log(sum(weight for _, weight in terms))
+
+
 def crossing_noise(stderr: float) -> float:
     """How far (nats) a RAISE NLL with standard error ``stderr`` may fall below the optimistic
     side before the two contradict each other: three standard errors plus AIS's slack."""
@@ -197,7 +219,16 @@ def rejudge(summary: dict) -> dict:
     per-level estimates, without sampling: its conservative side, width, certification and
     reasons are recomputed, the estimates themselves are kept."""
     levels = copy.deepcopy(summary["levels"])
-    for index in range(len(levels)):
+    pooled = all("log_z" in run and "n_chains" in run
+                 for level in levels for run in level.get("ais", {}).values())
+    for index, level in enumerate(levels):
+        if pooled and "log_z" in level:  # the optimistic side as the current rule pools it
+            free_all, free_rows = (level["optimistic"] - level["log_z"],
+                                   level["optimistic_rows"] - level["log_z"])
+            log_z = max(pooled_log_z(levels[:index + 1]),
+                        summary.get("log_z_floor", -math.inf))
+            level.update(log_z=log_z, optimistic=free_all + log_z,
+                         optimistic_rows=free_rows + log_z)
         judge_conservative(levels[:index + 1])
     stopped_by = summary.get("stopped_by")
     if stopped_by is None:  # brackets stored before stopped_by was: read it from the reasons
@@ -206,7 +237,10 @@ def rejudge(summary: dict) -> dict:
     reasons = verdict(levels, tolerance=summary["tolerance"], out_of_time=stopped_by or False,
                       cross_check=summary.get("cross_check"))
     last = levels[-1]
-    return {**summary, "levels": levels, "conservative": last["conservative"],
+    return {**summary, "levels": levels, "optimistic": last["optimistic"],
+            "optimistic_rows": last.get("optimistic_rows", summary.get("optimistic_rows")),
+            "log_z": last.get("log_z", summary.get("log_z")),
+            "conservative": last["conservative"],
             "conservative_rows": last["conservative_rows"],
             "conservative_stderr": last["conservative_stderr"],
             "width": last["conservative"] - last["optimistic"], "certified": not reasons,
@@ -244,9 +278,9 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
     # falls far below an earlier level's ln Z shows weights that hinge on a few lucky chains.
     behind = last["optimistic"] - last.get("own_optimistic", last["optimistic"])
     if behind > max(tolerance / 2, 3 * last.get("own_optimistic_sigma", 0.0)):
-        reasons.append(f"the last level's AIS gives an NLL {behind:.2f} nats below the best "
-                       f"earlier level's (ln Z that much lower): its weights hinge on a few "
-                       "chains that find mass the others miss; use more chains")
+        reasons.append(f"the last level's best AIS run gives an NLL {behind:.2f} nats below "
+                       "the pooled estimate of all runs (ln Z that much lower): the estimates "
+                       "hinge on a few chains that find mass the others miss; use more chains")
     if len(levels) < 2:
         reasons.append("only one number of temperatures was run: convergence is unchecked")
     else:

@@ -26,7 +26,7 @@ from .ais import (
     resolve_base,
     thermodynamic_length,
 )
-from .bracket import Bracket, control_variate, judge_conservative, verdict
+from .bracket import Bracket, control_variate, judge_conservative, pooled_log_z, verdict
 from .tempering import estimate_log_partition_tempering
 
 
@@ -446,14 +446,13 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                      own_optimistic_sigma=level["ais"][best_path]["sigma"],
                      own_optimistic=float(free_all.mean()) + max(
                          level["ais"][best_path]["log_z"], floor))
-        # The optimistic side keeps the best bound of any level: every AIS ln Z is a stochastic
-        # lower bound of ln Z whatever the schedule, so a later level that misses mass an
-        # earlier one found does not undo it.
-        kept = levels[-1] if levels else None
-        if kept is None or level["own_optimistic"] > kept["optimistic"]:
-            log_z, ais_kept = max(level["ais"][best_path]["log_z"], floor), results[best_path]
-        else:
-            log_z = kept["log_z"]
+        # The optimistic side pools every AIS run of every level so far (`pooled_log_z`): one
+        # unbiased estimate of Z, so its log is a stochastic lower bound of ln Z. The largest
+        # of many runs is not: it overshoots by ln(runs) when one lucky chain carries it.
+        if not levels or level["own_optimistic"] > max(
+                earlier["own_optimistic"] for earlier in levels):
+            ais_kept = results[best_path]  # the diagnostics of the highest single run
+        log_z = max(pooled_log_z([*levels, level]), floor)
         level.update(log_z=log_z, optimistic=float(free_all.mean()) + log_z,
                      optimistic_rows=float(free_rows.mean()) + log_z)
         # The conservative side: the lowest RAISE NLL of any level that this optimistic side

@@ -28,7 +28,7 @@ def test_a_narrow_converged_bracket_is_certified():
     ([level(1000, 100.0, 101.4), level(2000, 100.1, 100.8)], "conservative side moved by -0.60"),
     ([level(1000, 100.0, 103.0), level(2000, 100.1, 102.9)], "2.80 nats wide"),
     ([level(1000, 100.0, 100.5), level(2000, 100.0, 100.5, own=(97.6, 100.5))],
-     "2.40 nats below the best earlier level"),
+     "2.40 nats below the pooled estimate"),
     ([level(1000, 100.0, 100.5, stderr=0.4), level(2000, 100.0, 100.5, stderr=0.4)],
      "standard error is 0.40"),
 ])
@@ -91,7 +91,7 @@ def test_moves_within_the_estimates_noise_are_not_trends():
     assert rules(0.3) == []
     assert any("optimistic side moved by +0.50" in reason for reason in rules(0.02))
     assert rules(0.3, own=(99.9, 100.6)) == []  # 0.6 behind, within 3 sigma = 0.9
-    assert any("0.60 nats below the best" in reason for reason in rules(0.05, own=(99.9, 100.6)))
+    assert any("0.60 nats below the pooled" in reason for reason in rules(0.05, own=(99.9, 100.6)))
 
 
 def test_the_budget_that_stopped_it_is_named():
@@ -202,3 +202,28 @@ def test_a_tempering_estimate_outside_the_bracket_is_named():
     stuck = verdict(levels, tolerance=1.0, out_of_time=False,
                     cross_check={"nll": 100.4, "stderr": 0.1, "passages": 0})
     assert any("after its burn-in" in reason for reason in stuck)
+
+
+def test_the_optimistic_side_pools_the_runs_rather_than_taking_the_largest():
+    """Runs weigh by chains x temperatures: 100 x 1000 at ln Z-hat 10 and 100 x 3000 at 12 pool
+    to ln((e^10 + 3 e^12) / 4), never above the largest."""
+    from irbm.bracket import pooled_log_z
+    runs = [{"n_betas": 1000, "ais": {"a": {"log_z": 10.0, "n_chains": 100}}},
+            {"n_betas": 3000, "ais": {"a": {"log_z": 12.0, "n_chains": 100}}}]
+    assert pooled_log_z(runs) == pytest.approx(math.log((math.exp(10) + 3 * math.exp(12)) / 4))
+    runs[0]["ais"]["b"] = {"log_z": 11.0, "n_chains": 200}
+    assert pooled_log_z(runs) == pytest.approx(
+        math.log((math.exp(10) + 2 * math.exp(11) + 3 * math.exp(12)) / 6))
+    assert pooled_log_z(runs) < 12.0
+    # rejudge recomputes a stored optimistic side that kept the largest run.
+    levels = [raised(1000, 100.0, {"linear": 101.0}), raised(1000, 100.0, {"linear": 101.0})]
+    for record, log_z in zip(levels, (48.0, 50.0)):
+        record["ais"] = {"linear": {"log_z": log_z, "n_chains": 100,
+                                    "effective_sample_size": 50.0}}
+        record.update(log_z=50.0, optimistic=50.0 + 50.0, optimistic_rows=40.0 + 50.0)
+    fresh = rejudge({"levels": levels, "tolerance": 1.0, "stopped_by": None,
+                     "log_z_floor": 0.0, "reasons": []})
+    pooled = math.log((math.exp(48) + math.exp(50)) / 2)
+    assert fresh["log_z"] == pytest.approx(pooled)
+    assert fresh["optimistic"] == pytest.approx(50.0 + pooled)
+    assert fresh["optimistic_rows"] == pytest.approx(40.0 + pooled)
