@@ -99,7 +99,8 @@ def markdown(rows: list[dict]) -> str:
             f"{bracket['seconds']:.0f} | {_cross_check(bracket.get('cross_check'))} | "
             + ("-" if paper is None else f"{paper[0]:.2f} ({paper[2]} epochs)") + " |")
     lines.append("")
-    lines.append("Bracket: the optimistic side is the best AIS ln Z over the annealing paths "
+    lines.append("Bracket: the optimistic side pools every AIS run over the annealing paths, "
+                 "bases and levels into one unbiased Z-hat weighted by chains x temperatures "
                  "(or the certain floor), the conservative side RAISE on random test rows with "
                  "the free energy as a control variate, both scaled to the whole test set; "
                  "temperatures doubled until the width is within the tolerance and neither "
