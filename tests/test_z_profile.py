@@ -1,25 +1,19 @@
 """scripts/z_profile.py: ln Z(z) of an ordered model on a grid of z, each entry checked here
 against the exact ln Z of the RBM the model is with z fixed (few units: enumerable)."""
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import pytest
 import torch
+from _cli_helpers import load_script
 
 import irbm
 from irbm.cli import main as cli_main
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "z_profile.py"
-
 
 def _script():
-    spec = importlib.util.spec_from_file_location("z_profile", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("z_profile")
 
 
 def test_z_profile_tabulates_ln_z_of_each_z_against_the_exact_values(tmp_path):
