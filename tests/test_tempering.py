@@ -2,6 +2,7 @@
 ratio is known, and ln Z of every family against brute force (tiny models, float64) and
 against the exact ln Z of block-diagonal models at full size."""
 
+import itertools
 import math
 
 import numpy as np
@@ -89,15 +90,26 @@ def test_tempering_is_reproducible_from_its_seed():
 
 @pytest.mark.parametrize("example", example_params(
     [e for e in EXAMPLES if e.n_visible >= 5 and e.n_hidden == 5]))
-def test_log_unnormalized_many_equals_one_temperature_at_a_time(example):
-    """The shared-product evaluation tempering uses is the per-temperature one, on every path
-    (pinned: temperatures on both sides of the release)."""
+def test_log_unnormalized_many_agrees_with_the_steps_and_the_free_energy(example):
+    """Tempering's shared-product evaluation checked by independent routes, on every path
+    (pinned: temperatures on both sides of the release): each difference
+    ln f_b(v) - ln f_a(v) is what the path's own step(a, b) returns at v (its log ratio is
+    computed by other code: fused kernels, the pinned path's `_log_ratio`), and
+    ln f_1(v) = -F(v) up to one constant over v."""
     from irbm.ais import make_path
+    from irbm.models import UniformSource
     model = example.build()
     v = torch.rand(9, example.n_visible, generator=torch.Generator().manual_seed(3)).lt(0.5)
+    v = v.to(model.dtype)
     ts = (0.0, 0.3, 0.74, 0.8, 0.97, 1.0)
-    for path in model.ais_paths:
-        annealing = make_path(model, model.base_visible_bias(), path)
-        torch.testing.assert_close(annealing.log_unnormalized_many(v, ts),
-                                   torch.stack([annealing.log_unnormalized(v, t) for t in ts]),
-                                   rtol=0, atol=0)
+    bases = (model.base_visible_bias(), torch.zeros(example.n_visible, dtype=model.dtype))
+    for path, base in itertools.product(model.ais_paths, bases):  # zeros: c is annealed too
+        annealing = make_path(model, base, path)
+        many = annealing.log_unnormalized_many(v, ts)
+        assert many.shape == (len(ts), 9)
+        for a in range(len(ts) - 1):
+            annealing.start(v, UniformSource(0, model.device))
+            stepped = annealing.step(ts[a], ts[a + 1]).double()
+            torch.testing.assert_close(stepped, many[a + 1] - many[a], rtol=0, atol=1e-9)
+        offset = many[-1] + model.free_energy(v).detach().double()
+        assert float(offset.max() - offset.min()) < 1e-9, path
