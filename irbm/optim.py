@@ -14,7 +14,7 @@ import torch
 from .models import EnergyModel, take_units
 
 OPTIMIZERS = ("adagrad", "sgd")
-REGULARIZATIONS = ("proximal", "authors")
+REGULARIZATIONS = ("proximal", "weights", "authors")
 EPSILON_PLACEMENTS = ("outside", "inside")
 
 
@@ -40,10 +40,13 @@ class Optimizer:
         authors' code). The steps differ by more than 1% while G is below about 50 eps
         (sqrt(G) < 7e-3), i.e. for parameters whose gradients so far are tiny (new units,
         units that z rarely reaches).
-    regularization : {"proximal", "authors"}
+    regularization : {"proximal", "weights", "authors"}
         "proximal" (irbm's): L2 adds ``l2 * theta`` to the gradient and L1 soft-thresholds
         after the step, both on the parameters whose spec has ``decay`` (hidden weights and
-        biases). "authors" (the paper's code): the penalty ``2 l2 sum W^2`` adds
+        biases). "weights": the same on the coupling weights only, the biases free, so that
+        an ordered model can raise the penalty beta softplus(b_i) of units its data do not
+        use (under "proximal" L1 holds their b_i at 0, where each such unit costs only
+        (beta - 1) ln 2 and the chains' z drifts far past the data's). "authors" (the paper's code): the penalty ``2 l2 sum W^2`` adds
         ``4 l2 W`` to the gradient of the coupling weights only; L1 adds ``l1 sign(W)`` to it
         (a subgradient, inside ADAGRAD's accumulators) where the family's ``authors_l1`` is
         "subgradient", else soft-thresholds the decayed parameters as "proximal" does.
@@ -128,10 +131,11 @@ class Optimizer:
         """The gradient of parameter ``name`` with its penalties' gradients added (same shape
         as the parameter), and whether the L1 soft-threshold follows the step (bool)."""
         spec = model.parameter_specs[name]
-        if self.regularization == "proximal":
-            if spec.decay and self.l2:
+        if self.regularization in ("proximal", "weights"):
+            decayed = spec.coupling if self.regularization == "weights" else spec.decay
+            if decayed and self.l2:
                 gradient = gradient + self.l2 * parameter
-            return gradient, spec.decay
+            return gradient, decayed
         if spec.coupling and self.l2:
             gradient = gradient + (4 * self.l2) * parameter
         subgradient = model.authors_l1 == "subgradient"

@@ -116,8 +116,9 @@ class Trainer:
     lr, l1, l2 : float
         Learning rate and regularization factors (which parameters they act on, and how: see
         ``regularization``).
-    regularization : {"proximal", "authors"}
-        How L1 and L2 apply: irbm's convention or the authors' code's (`irbm.optim.Optimizer`).
+    regularization : {"proximal", "weights", "authors"}
+        How L1 and L2 apply: irbm's convention, on the coupling weights only, or the authors'
+        code's (`irbm.optim.Optimizer`).
     epsilon_placement : {"outside", "inside"}
         ADAGRAD's lr / (sqrt(G) + eps) or the authors' code's lr / sqrt(G + eps).
     growth : {"any", "paired", "chains", "data"}

@@ -191,6 +191,28 @@ def test_l1_is_a_proximal_step_giving_exact_zeros():
     torch.testing.assert_close(model.c.detach(), torch.full((4,), 0.05))  # c is not decayed
 
 
+@pytest.mark.parametrize("family", ["rbm", "orbm", "irbm"])
+def test_weights_regularization_decays_and_thresholds_w_only(family):
+    """regularization="weights": l2 W in W's gradient and the soft-threshold on W; the biases
+    take the plain step (b can grow to penalize the units an ordered model's data do not use)."""
+    model = FACTORIES[family]().double()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.fill_(0.05)
+        model.W[0, 0] = 1.0
+    start = {name: p.detach().clone() for name, p in model.named_parameters()}
+    gradients = {name: torch.full_like(p, 0.01) for name, p in model.named_parameters()}
+    lr, l1, l2 = 0.5, 0.2, 0.1
+    Optimizer("sgd", lr=lr, l1=l1, l2=l2, regularization="weights").step(model, gradients)
+    moved_w = start["W"] - lr * (gradients["W"] + l2 * start["W"])
+    expected_w = moved_w.sign() * (moved_w.abs() - lr * l1).clamp(min=0)
+    torch.testing.assert_close(model.W.detach(), expected_w, rtol=1e-12, atol=0)
+    assert model.W[0, 1].item() == 0.0 and model.W[0, 0].item() > 0.5
+    for name in ("b", "c"):
+        torch.testing.assert_close(model.get_parameter(name).detach(),
+                                   start[name] - lr * gradients[name], rtol=1e-12, atol=0)
+
+
 def _authors_penalty_gradient(W, l1, l2):
     """Gradient of the authors' penalties 2 l2 sum W^2 + l1 sum |W| by autograd."""
     W = W.detach().clone().requires_grad_(True)
