@@ -23,7 +23,8 @@ conservative side: most likely its annealing model misses mass the forward chain
 the best of many AIS estimates may also have overshot, and the verdict says both. Only the last
 level's RAISE counts, its annealing model being the closest to the model (`judge_conservative`).
 An independent point estimate by parallel tempering (`irbm.tempering`) can be checked against
-the bracket (`cross_check_reasons`).
+the bracket (`cross_check_reasons`); a RAISE route below it by the same margin is refuted too
+(`refuted_by_check`): on that iRBM tempering along the pinned path gave 134.2 +/- 0.1.
 
 RAISE runs on a random subset of rows. Its per-row estimate of ln Z,
 d_n = -ln p-hat(v_n) - F(v_n), varies far less across rows than the NLL itself (F carries the
@@ -190,7 +191,19 @@ def refuted(estimate: dict, optimistic: float) -> bool:
     return estimate["whole"] < optimistic - crossing_noise(estimate["stderr"])
 
 
-def judge_conservative(levels: list[dict]) -> None:
+def refuted_by_check(estimate: dict, check: dict | None) -> bool:
+    """Whether a RAISE record {"whole", "stderr"} lies below the tempering estimate ``check``
+    (``nll``, ``stderr``, ``passages``) beyond their noise. Tempering is consistent, not a
+    bound: where its chains miss mass it errs low, like RAISE's annealing model, so an
+    estimate above RAISE by more than 3 standard errors + 1 nat shows mass RAISE missed. A
+    check that never carried a state from the base to the model refutes nothing."""
+    if check is None or check.get("passages", check.get("round_trips", 1)) == 0:
+        return False
+    noise = crossing_noise(math.hypot(estimate["stderr"], check["stderr"]))
+    return estimate["whole"] < check["nll"] - noise
+
+
+def judge_conservative(levels: list[dict], cross_check: dict | None = None) -> None:
     """Set the last level's conservative side from its RAISE records.
 
     Each level holds ``raise`` (per route: ``whole``, ``rows``, ``stderr``) and ``optimistic``
@@ -199,19 +212,23 @@ def judge_conservative(levels: list[dict]) -> None:
     at fewer temperatures may come from an annealing model that gave the data more mass):
     the side (``conservative``, ``conservative_rows``, ``conservative_stderr``,
     ``raise_path``, also as ``own_conservative``, ``own_conservative_stderr``) is the lowest of
-    them that ``optimistic`` does not refute. ``refuted`` maps the routes left out to their
-    NLL. With nothing left the side is +inf: no conservative bound."""
+    them that neither ``optimistic`` nor the tempering estimate ``cross_check`` refutes.
+    ``refuted`` and ``refuted_by_check`` map the routes each leaves out to their NLL. With
+    nothing left the side is +inf: no conservative bound."""
     last = levels[-1]
     records = last["raise"]
     left_out = {route: record["whole"] for route, record in records.items()
                 if refuted(record, last["optimistic"])}
-    kept = [route for route in records if route not in left_out]
+    by_check = {route: record["whole"] for route, record in records.items()
+                if route not in left_out and refuted_by_check(record, cross_check)}
+    kept = [route for route in records if route not in left_out and route not in by_check]
     route = min(kept, key=lambda name: records[name]["whole"]) if kept else None
     record = records[route] if route else {"whole": math.inf, "rows": math.inf,
                                            "stderr": math.inf}
-    last.update(refuted=left_out, raise_path=route, own_conservative=record["whole"],
-                own_conservative_stderr=record["stderr"], conservative=record["whole"],
-                conservative_rows=record["rows"], conservative_stderr=record["stderr"])
+    last.update(refuted=left_out, refuted_by_check=by_check, raise_path=route,
+                own_conservative=record["whole"], own_conservative_stderr=record["stderr"],
+                conservative=record["whole"], conservative_rows=record["rows"],
+                conservative_stderr=record["stderr"])
 
 
 def rejudge(summary: dict) -> dict:
@@ -229,7 +246,9 @@ def rejudge(summary: dict) -> dict:
                         summary.get("log_z_floor", -math.inf))
             level.update(log_z=log_z, optimistic=free_all + log_z,
                          optimistic_rows=free_rows + log_z)
-        judge_conservative(levels[:index + 1])
+        last_level = index == len(levels) - 1
+        judge_conservative(levels[:index + 1],
+                           summary.get("cross_check") if last_level else None)
     stopped_by = summary.get("stopped_by")
     if stopped_by is None:  # brackets stored before stopped_by was: read it from the reasons
         stopped = [reason for reason in summary.get("reasons", []) if reason.startswith("stopped")]
@@ -268,9 +287,17 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
             "RAISE, which bounds that model's NLL, errs low, or the optimistic side's AIS"
             f"{ess} overshot ln Z, which the best of several estimates can; an independent "
             "estimate (--tempering) tells which")
+    if last.get("refuted_by_check"):
+        listed = "; ".join(f"{route}: {nll:.2f}"
+                           for route, nll in last["refuted_by_check"].items())
+        reasons.append(
+            f"RAISE ({listed}) falls below the tempering estimate ({cross_check['nll']:.2f} +/- "
+            f"{cross_check['stderr']:.2f}) by more than 3 standard errors + 1 nat, so it is "
+            "left out: its annealing model misses mass that the tempering chains reach, so "
+            "RAISE, which bounds that model's NLL, errs low")
     if not math.isfinite(last["conservative"]):
         reasons.append("no conservative side: every RAISE estimate of the last level is "
-                       "refuted by the optimistic side")
+                       "refuted (by the optimistic side or the tempering estimate)")
     elif width > tolerance:
         reasons.append(f"the bracket is {width:.2f} nats wide, more than the tolerance "
                        f"({tolerance:g})" + _suspect(levels))

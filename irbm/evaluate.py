@@ -484,6 +484,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         if echo is not None:
             echo(f"  tempering ({check['route']}): NLL {check['nll']:.2f} +/- "
                  f"{check['stderr']:.2f}, {check['passages']} passages from base to model")
+        judge_conservative(levels, check)  # a RAISE route below it beyond the noise is out
+        last = levels[-1]
     reasons = verdict(levels, tolerance=tolerance, out_of_time=out_of_time, cross_check=check)
     return Bracket(last["optimistic"], last["conservative"], not reasons, reasons,
                    last["optimistic_rows"], last["conservative_rows"],

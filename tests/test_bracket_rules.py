@@ -227,3 +227,31 @@ def test_the_optimistic_side_pools_the_runs_rather_than_taking_the_largest():
     assert fresh["log_z"] == pytest.approx(pooled)
     assert fresh["optimistic"] == pytest.approx(50.0 + pooled)
     assert fresh["optimistic_rows"] == pytest.approx(40.0 + pooled)
+
+
+def test_a_raise_route_below_the_tempering_estimate_is_left_out():
+    # The authors-profile iRBM's case: linear RAISE 131.87 (se 0.3) is within the noise of the
+    # optimistic side (133.22) but 2.31 below tempering's 134.18 +/- 0.09, beyond
+    # 3 x hypot(0.3, 0.09) + 1 = 1.94: refuted, and the pinned route (150.8) is the side.
+    check = {"nll": 134.18, "stderr": 0.09, "passages": 188}
+    levels = [raised(1000, 133.22, {"linear": 131.9, "pinned": 150.0}, stderr=0.3),
+              raised(2000, 133.22, {"linear": 131.87, "pinned": 150.8}, stderr=0.3)]
+    judged(levels)
+    judge_conservative(levels, check)
+    last = levels[-1]
+    assert last["refuted"] == {} and last["refuted_by_check"] == {"linear": 131.87}
+    assert last["conservative"] == 150.8 and last["raise_path"] == "pinned"
+    reasons = verdict(levels, tolerance=1.0, out_of_time=False, cross_check=check)
+    assert any("RAISE (linear: 131.87) falls below the tempering estimate (134.18 +/- 0.09)"
+               in reason for reason in reasons), reasons
+    # Within the noise (tempering 133.7: 1.83 above) the route stays.
+    judge_conservative(levels, {**check, "nll": 133.7})
+    assert levels[-1]["conservative"] == 131.87 and levels[-1]["refuted_by_check"] == {}
+    # A check that never carried a state from the base to the model refutes nothing.
+    judge_conservative(levels, {**check, "passages": 0})
+    assert levels[-1]["conservative"] == 131.87
+    # rejudge applies a stored check to the last level only.
+    stored = {"levels": levels, "tolerance": 1.0, "stopped_by": None, "reasons": [],
+              "cross_check": check}
+    fresh = rejudge(stored)
+    assert fresh["conservative"] == 150.8 and fresh["levels"][0]["refuted_by_check"] == {}
