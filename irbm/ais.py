@@ -114,9 +114,10 @@ class AISResult:
                    "model": 'or the other base (base="data"; irbm evaluate --base data).'}.get(
                        self.base, 'or the data base (base="data"; irbm evaluate --base data).')
                 + ("" if self.path.startswith("linear") else
-                   " Each path gives a stochastic lower bound of ln Z: compare the linear one "
-                   '(path="linear"; irbm evaluate --ais-path linear) and keep the higher, or '
-                   "bracket the NLL (irbm.evaluate.bracket_nll; irbm evaluate --bracket)."))
+                   " Each path gives a stochastic lower bound of ln Z: run the linear one too "
+                   '(path="linear"; irbm evaluate --ais-path linear; irbm report pools a '
+                   "model's evaluations), or bracket the NLL (irbm.evaluate.bracket_nll; irbm "
+                   "evaluate --bracket)."))
         if not math.isfinite(self.log_z_low):
             problems.append("the lower 3-sigma bound of Z is not positive (ln = -inf): the "
                             "weights are too spread for the interval to mean much")

@@ -172,12 +172,16 @@ def pooled_log_z(levels: list[dict]) -> float:
     weights favour the runs with more temperatures, whose estimates vary less. The largest
     ln Z-hat_i is no such bound: the best of m runs overshoots with probability up to m e^-k,
     and a single lucky chain (an effective sample size near 1) can carry it a nat too high."""
-    terms = [(math.log(run["n_chains"] * level["n_betas"]) + run["log_z"],
-              run["n_chains"] * level["n_betas"])
-             for level in levels for run in level["ais"].values()]
-    top = max(term for term, _ in terms)
-    total = sum(math.exp(term - top) for term, _ in terms)
-    return top + math.log(total) - math.log(sum(weight for _, weight in terms))
+    runs = [(run["log_z"], run["n_chains"] * level["n_betas"])
+            for level in levels for run in level["ais"].values()]
+    return log_weighted_mean([log_z for log_z, _ in runs], [weight for _, weight in runs])
+
+
+def log_weighted_mean(log_values: list[float], weights: list[float]) -> float:
+    """ln(sum_i w_i e^{x_i} / sum_i w_i), computed without overflow."""
+    terms = [math.log(weight) + value for value, weight in zip(log_values, weights)]
+    top = max(terms)
+    return top + math.log(sum(math.exp(term - top) for term in terms)) - math.log(sum(weights))
 
 
 def crossing_noise(stderr: float) -> float:

@@ -211,8 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands_parser.add_parser(
         "report", help="results table (Markdown and HTML)",
         description="Table in the paper's format from evaluated runs, as report.md and a "
-        "self-contained report.html. Each run shows the evaluation of its current model with the "
-        "highest ln Z (each AIS estimate is a stochastic lower bound), and its latest bracket.")
+        "self-contained report.html. Each run shows its current model's ln Z pooled over its "
+        "evaluations (one unbiased estimate of Z, whose log is a stochastic lower bound; the "
+        "highest of several is not), the AIS diagnostics of the highest, and its latest bracket.")
     report.add_argument("runs", nargs="+", help="run directories, or sweep directories (their "
                         "evaluated trials)")
     report.add_argument("--out", default=None, help="report directory (default: report/ in "

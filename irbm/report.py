@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import base64
 import html
+import math
 from pathlib import Path
 
 from . import runs
 from ._io import atomic_write
+from .bracket import log_weighted_mean
 from .models import FAMILIES
 
 COLUMNS = ("Model", "Size", "Epoch", "Settings", "ln Z-hat", "ln(Z-hat -/+ 3 sigma)",
@@ -36,19 +38,38 @@ def _model_name(record: dict) -> str:
 def best_evaluation(run_dir) -> tuple[dict, str | None, list[dict]]:
     """(the evaluation of the run's current model with the highest ln Z, None, the other
     evaluations of that model), or (the latest evaluation, why it is stale, []) when none is of
-    the current model.
-
-    Every AIS estimate of ln Z is a stochastic lower bound (Z-hat is unbiased, so ln Z-hat
-    overshoots by k nats with probability below e^-k): of several evaluations of the same model,
-    on other paths, bases or budgets, the highest ln Z is the one to report."""
+    the current model. The highest heads the row for its diagnostics; the row's ln Z pools
+    them all (`pooled_log_partition`)."""
     record, stale = runs.current_evaluation(run_dir)
     if stale:
         return record, stale, []
-    cache = {}
-    current = [r for r in runs.read_evaluations(run_dir)
-               if runs.staleness(run_dir, r, cache) is None]
+    cache, seen, current = {}, set(), []
+    for r in runs.read_evaluations(run_dir):
+        # A re-judged record (a cross-check appended) repeats its AIS run: count it once.
+        if runs.staleness(run_dir, r, cache) is None and r["log_z"] not in seen:
+            seen.add(r["log_z"])
+            current.append(r)
     best = max(current, key=lambda r: r["log_z"])
     return best, None, [r for r in current if r is not best]
+
+
+def pooled_log_partition(records: list[dict]) -> tuple[float, float, float]:
+    """(ln Z-hat, ln(Z-hat - 3 sigma), ln(Z-hat + 3 sigma)) of sum_i w_i Z-hat_i, w_i
+    proportional to record i's chains x temperatures.
+
+    Every AIS Z-hat is unbiased, so a pool with weights fixed in advance is too, and its log is
+    one stochastic lower bound of ln Z (`irbm.bracket.pooled_log_z`). The highest of m
+    evaluations is not: it overshoots by k nats with probability up to m e^-k. Each record's
+    sigma is read from its ``log_z_high``; the pool's is sqrt(sum_i w_i^2 sigma_i^2)."""
+    weights = [r["n_chains"] * r["n_betas"] for r in records]
+    log_z = log_weighted_mean([r["log_z"] for r in records], weights)
+    # sigma_i / Z-hat_i from the stored ln(Z-hat + 3 sigma); each term's share of the pool.
+    relative = math.sqrt(sum(
+        (w / sum(weights) * math.exp(r["log_z"] - log_z)
+         * (math.exp(r["log_z_high"] - r["log_z"]) - 1) / 3) ** 2
+        for w, r in zip(weights, records)))
+    low = log_z + math.log(1 - 3 * relative) if 3 * relative < 1 else -math.inf
+    return log_z, low, log_z + math.log1p(3 * relative)
 
 
 def _latest_bracket(run_dir, record, others) -> dict | None:
@@ -66,8 +87,8 @@ def _bracket_cell(bracket: dict | None) -> str:
 
 
 def run_row(run_dir, *, allow_stale=False) -> dict:
-    """The evaluation of the run's current model with the highest ln Z as table cells (the
-    others listed under it); a run evaluated only with an older model is refused, or with
+    """The evaluations of the run's current model as table cells: ln Z and the NLL pooled over
+    them all, the AIS diagnostics of the one with the highest ln Z (the others listed); a run evaluated only with an older model is refused, or with
     ``allow_stale`` marked in the "Note" cell."""
     run_dir = runs.require_run(run_dir)
     record, stale, others = best_evaluation(run_dir)
@@ -76,6 +97,8 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
                          f"{run_dir}` again, or pass --allow-stale to report it marked stale")
     split = "test" if "test" in record["nll"] else next(iter(record["nll"]), None)
     nll = record["nll"].get(split) if split else None
+    log_z, log_z_low, log_z_high = pooled_log_partition([record, *others]) if others else (
+        record["log_z"], record["log_z_low"], record["log_z_high"])
     settings = runs.read_settings(run_dir)
     ess = record.get("effective_sample_size")
     ais = f"{record.get('base')}, {record.get('n_chains')} x {record.get('n_betas')}" + (
@@ -87,7 +110,7 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
     if others:
         ais += "; the highest ln Z of " + str(len(others) + 1) + " evaluations (" + ", ".join(
             f"{_number(r['log_z'])} {r.get('path', 'linear').split(':')[0]}" for r in others) \
-            + " also ran)"
+            + " also ran; ln Z and the NLL pool them all)"
     upper = record.get("raise")
     bracket = _latest_bracket(run_dir, record, others)
     return {
@@ -107,10 +130,11 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
         "AIS (base, chains x temperatures, ESS, path)": ais,
         "RAISE test NLL": ("-" if upper is None else f"{_number(upper['mean'])} +/- "
                            f"{_number(upper['stderr'])} ({upper['n_rows']} rows)"),
-        "ln Z-hat": _number(record["log_z"]),
-        "ln(Z-hat -/+ 3 sigma)": f"[{_number(record['log_z_low'])}, "
-                                  f"{_number(record['log_z_high'])}]",
-        "Avg. test NLL": (f"{_number(nll['mean'])} +/- {_number(nll['stderr'])}"
+        "ln Z-hat": _number(log_z),
+        "ln(Z-hat -/+ 3 sigma)": f"[{_number(log_z_low)}, {_number(log_z_high)}]",
+        # mean F + ln Z: the record's NLL moved by the pool's ln Z.
+        "Avg. test NLL": (f"{_number(nll['mean'] - record['log_z'] + log_z)} +/- "
+                          f"{_number(nll['stderr'])}"
                           if nll else "n/a") + ("" if split in ("test", None) else f" ({split})"),
         "Test NLL bracket": _bracket_cell(bracket),
         NOTE: (stale or "").split(" (")[0],
@@ -201,7 +225,7 @@ def write_report(run_dirs, out_dir=None, *, allow_stale=False) -> tuple[Path, Pa
     """Write report.md and report.html for evaluated runs into ``out_dir`` (default:
     ``report/`` in the current directory) and return both paths.
 
-    Each run shows the evaluation of its current model with the highest ln Z and its latest
+    Each run shows its current model's evaluations pooled (`run_row`) and its latest
     bracket; see `run_row` for stale ones."""
     run_dirs = [Path(r) for r in run_dirs]
     rows = [run_row(r, allow_stale=allow_stale) for r in run_dirs]

@@ -195,7 +195,7 @@ def test_a_corrupt_partial_ais_run_is_a_clean_error(run_dir, content):
 
 
 # ---------------------------------------------------------------------------- results
-def test_reevaluating_appends_and_the_report_shows_the_highest_ln_z_of_the_model(run_dir,
+def test_reevaluating_appends_and_the_report_pools_the_evaluations_of_the_model(run_dir,
                                                                                tmp_path):
     assert_ok(run_cli("evaluate", run_dir, *EVALUATE, "--seed", 1))
     first, second = evaluations(run_dir)
@@ -212,11 +212,37 @@ def test_reevaluating_appends_and_the_report_shows_the_highest_ln_z_of_the_model
         (run_dir / "evaluation.json").write_text(json.dumps(payload))
         assert_ok(run_cli("report", run_dir, "--out", tmp_path / "report"))
         (row,) = parse_markdown_table((tmp_path / "report" / "report.md").read_text())
-        assert numbers(row["ln Z-hat"]) == [round(highest["log_z"], 2)]
+        # ln Z pools the two (equal chains x temperatures): ln((Z-hat_1 + Z-hat_2) / 2),
+        # below the highest; the NLL moves with it.
+        pooled = highest["log_z"] + math.log((1 + math.exp(-5.0)) / 2)
+        assert numbers(row["ln Z-hat"]) == [round(pooled, 2)]
+        nll = highest["nll"]["test"]["mean"] - highest["log_z"] + pooled
+        assert numbers(row["Avg. test NLL"])[0] == round(nll, 2)
         ais = row["AIS (base, chains x temperatures, ESS, path)"]
         assert ais.split(", ")[3].startswith("pinned path")
-        assert f"highest ln Z of 2 evaluations ({lowest['log_z']:.2f} linear also ran)" in ais
+        assert f"highest ln Z of 2 evaluations ({lowest['log_z']:.2f} linear also ran" in ais
         assert "Note" not in row
+
+
+def test_the_pooled_ln_z_weighs_by_chains_x_temperatures_and_combines_the_sigmas():
+    from irbm.report import pooled_log_partition
+
+    def record(log_z, sigma, n_chains, n_betas):  # sigma relative to Z-hat
+        return {"log_z": log_z, "log_z_low": log_z + math.log(1 - 3 * sigma),
+                "log_z_high": log_z + math.log(1 + 3 * sigma), "n_chains": n_chains,
+                "n_betas": n_betas}
+
+    one = record(100.0, 0.05, 10, 10)
+    assert pooled_log_partition([one]) == pytest.approx((100.0, one["log_z_low"],
+                                                        one["log_z_high"]))
+    # Z-hat 1 (sigma 0.1, weight 1/4) and e (sigma 0.2, weight 3/4), in units of e^100:
+    # pool 1/4 + 3e/4, sigma sqrt((0.1/4)^2 + (0.2 * 3e/4)^2).
+    log_z, low, high = pooled_log_partition([record(100.0, 0.1, 10, 10),
+                                             record(101.0, 0.2, 30, 10)])
+    pool, sigma = 0.25 + 0.75 * math.e, math.hypot(0.1 / 4, 0.2 * 3 * math.e / 4)
+    assert log_z == pytest.approx(100.0 + math.log(pool))
+    assert high == pytest.approx(100.0 + math.log(pool + 3 * sigma))
+    assert low == pytest.approx(100.0 + math.log(pool - 3 * sigma))
 
 
 def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, tmp_path,
@@ -374,9 +400,9 @@ def test_evaluate_with_raise_records_the_conservative_nll_and_diagnostics(tmp_pa
     assert "by RAISE, conservative" in capsys.readouterr().out
 
 
-def test_a_run_evaluated_on_both_paths_reports_the_higher_ln_z(tmp_path):
-    """The advice of every flagged estimate (run the other path, keep the higher ln Z) is what
-    the report does, whichever path ran last."""
+def test_a_run_evaluated_on_both_paths_reports_their_pooled_ln_z(tmp_path):
+    """The advice of every flagged estimate (run the other path too) is what the report uses,
+    whichever path ran last: the higher heads the row, ln Z and the NLL pool the two."""
     run = tmp_path / "orbm"
     assert_ok(run_cli("train", "orbm", "digits", "--out", run, *TINY))
     for path in ("pinned", "linear"):
@@ -386,7 +412,9 @@ def test_a_run_evaluated_on_both_paths_reports_the_higher_ln_z(tmp_path):
     best, other = sorted(records, key=lambda r: r["log_z"], reverse=True)
     assert_ok(run_cli("report", run, "--out", tmp_path / "report"))
     (row,) = parse_markdown_table((tmp_path / "report" / "report.md").read_text())
-    assert numbers(row["ln Z-hat"]) == [round(best["log_z"], 2)]
-    assert numbers(row["Avg. test NLL"])[0] == round(best["nll"]["test"]["mean"], 2)
-    assert f"({other['log_z']:.2f} {other['path'].split(':')[0]} also ran)" in \
+    pooled = best["log_z"] + math.log((1 + math.exp(other["log_z"] - best["log_z"])) / 2)
+    assert numbers(row["ln Z-hat"]) == [round(pooled, 2)]
+    assert numbers(row["Avg. test NLL"])[0] == round(
+        best["nll"]["test"]["mean"] - best["log_z"] + pooled, 2)
+    assert f"({other['log_z']:.2f} {other['path'].split(':')[0]} also ran" in \
         row["AIS (base, chains x temperatures, ESS, path)"]
