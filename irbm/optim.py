@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from . import kernels
 from .models import EnergyModel, take_units
 
 OPTIMIZERS = ("adagrad", "sgd")
@@ -43,10 +44,9 @@ class Optimizer:
     regularization : {"proximal", "weights", "authors"}
         "proximal" (irbm's): L2 adds ``l2 * theta`` to the gradient and L1 soft-thresholds
         after the step, both on the parameters whose spec has ``decay`` (hidden weights and
-        biases). "weights": the same on the coupling weights only, the biases free, so that
-        an ordered model can raise the penalty beta softplus(b_i) of units its data do not
-        use (under "proximal" L1 holds their b_i at 0, where each such unit costs only
-        (beta - 1) ln 2 and the chains' z drifts far past the data's). "authors" (the paper's code): the penalty ``2 l2 sum W^2`` adds
+        biases). "weights": the same on the coupling weights only, the biases free (under
+        "proximal" L1 holds the hidden biases of the units an ordered model's data do not
+        reach at exactly 0). "authors" (the paper's code): the penalty ``2 l2 sum W^2`` adds
         ``4 l2 W`` to the gradient of the coupling weights only; L1 adds ``l1 sign(W)`` to it
         (a subgradient, inside ADAGRAD's accumulators) where the family's ``authors_l1`` is
         "subgradient", else soft-thresholds the decayed parameters as "proximal" does.
@@ -103,7 +103,15 @@ class Optimizer:
         self.sync(model)
         for name, parameter in model.named_parameters():
             gradient, proximal = self._penalized(model, name, parameter, gradients[name])
-            if self.kind == "adagrad":
+            if self.kind == "adagrad" and kernels.runs_on(parameter.detach(), gradient,
+                                                           self.accumulators[name]):
+                # The same step fused in one pass over the parameter (the eager passes below
+                # are its reference; the tests check the two agree bit for bit).
+                kernels.adagrad_step(parameter.detach(), gradient, self.accumulators[name],
+                                     lr=self.lr,
+                                     l1=self.l1 if proximal else 0.0, epsilon=self.epsilon,
+                                     inside=self.epsilon_placement == "inside")
+            elif self.kind == "adagrad":
                 accumulator = self.accumulators[name]
                 accumulator.addcmul_(gradient, gradient)
                 denominator = self._denominator(name, accumulator)

@@ -88,8 +88,9 @@ def _bracket_cell(bracket: dict | None) -> str:
 
 def run_row(run_dir, *, allow_stale=False) -> dict:
     """The evaluations of the run's current model as table cells: ln Z and the NLL pooled over
-    them all, the AIS diagnostics of the one with the highest ln Z (the others listed); a run evaluated only with an older model is refused, or with
-    ``allow_stale`` marked in the "Note" cell."""
+    them all, the AIS diagnostics of the one with the highest ln Z (the others listed); a run
+    evaluated only with an older model is refused, or with ``allow_stale`` marked in the
+    "Note" cell."""
     run_dir = runs.require_run(run_dir)
     record, stale, others = best_evaluation(run_dir)
     if stale and not allow_stale:

@@ -179,7 +179,7 @@ class Settings:
     regularization: str | None = _setting(
         "how L1/L2 apply: 'proximal' (l2*theta in the gradient and a soft-threshold, on the "
         "hidden weights and biases), 'weights' (the same on the coupling weights only, biases "
-        "free: an ordered model can then penalize the units its data do not use) or 'authors' "
+        "free) or 'authors' "
         "(the paper's code: 4*l2*theta on the coupling "
         "weights only; L1 as l1*sign(theta) in their gradient, or a soft-threshold for families "
         "that prune)", "training", None, choices=REGULARIZATIONS)

@@ -741,3 +741,84 @@ def test_a_checkpoint_without_a_recorded_random_stream_resumes_with_a_torch_gene
     for name in ("W", "b", "c"):
         assert torch.equal(getattr(resumed.model, name), getattr(straight.model, name)), name
     assert torch.equal(resumed.gibbs_generator.get_state(), straight.gibbs_generator.get_state())
+
+
+# ---------------------------------------------------------------------------- ADAGRAD
+def _adagrad_steps(model, optimizer, n_steps, seed=3):
+    """``n_steps`` optimizer steps on gradients with exact zeros (as a unit z never reached
+    gets), from ``model``'s state; returns the parameters and accumulators after each."""
+    generator = torch.Generator().manual_seed(seed)
+    history = []
+    for _ in range(n_steps):
+        gradients = {name: 0.01 * torch.randn(p.shape, generator=generator, dtype=p.dtype)
+                     * (torch.rand(p.shape, generator=generator) < 0.7)
+                     for name, p in model.named_parameters()}
+        optimizer.step(model, gradients)
+        history.append({**{name: p.detach().clone() for name, p in model.named_parameters()},
+                        **{f"G {name}": g.clone() for name, g in optimizer.accumulators.items()}})
+    return history
+
+
+@needs_kernels
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("placement", ["outside", "inside"])
+@pytest.mark.parametrize("l1", [0.0, 0.01])
+def test_the_fused_adagrad_step_matches_the_eager_one(dtype, placement, l1, monkeypatch):
+    """One pass (`kernels.adagrad_step`) against Optimizer's eager passes, step by step from
+    the same state: accumulators bit for bit (G + g^2 as one fused multiply-add, as torch's
+    addcmul); parameters within 2 ulp (torch's vectorized sqrt is not correctly rounded, the
+    kernel's is); the soft-threshold's exact zeros where the eager step has them."""
+    from irbm.optim import Optimizer
+    calls = []
+    fused_step = kernels.adagrad_step
+    monkeypatch.setattr(kernels, "adagrad_step",
+                        lambda *args, **kwargs: calls.append(1) or fused_step(*args, **kwargs))
+    start = random_model("irbm", dtype, n_hidden=40)
+    runs = {}
+    for mode in ("on", "off"):
+        monkeypatch.setenv("IRBM_KERNELS", mode)
+        model = random_model("irbm", dtype, n_hidden=40)
+        model.load_state_dict(start.state_dict())
+        optimizer = Optimizer("adagrad", lr=0.05, l1=l1, epsilon_placement=placement)
+        runs[mode] = (model, optimizer)
+    eps = torch.finfo(dtype).eps
+    for step in range(4):
+        after = {}
+        for mode, (model, optimizer) in runs.items():
+            monkeypatch.setenv("IRBM_KERNELS", mode)
+            # Both continue from the eager run's state, so that each step is compared alone.
+            if step:
+                model.load_state_dict(runs["off"][0].state_dict())
+                optimizer.load_state_dict(runs["off"][1].state_dict())
+            after[mode] = _adagrad_steps(model, optimizer, 1, seed=step)[0]
+        for name, eager in after["off"].items():
+            fused = after["on"][name]
+            if name.startswith("G "):
+                assert torch.equal(fused, eager), name
+                continue
+            torch.testing.assert_close(fused, eager, rtol=2 * eps, atol=4 * eps)
+            # An element lands on the threshold's other side only within rounding of it.
+            flipped = (fused == 0) != (eager == 0)
+            assert (eager[flipped].abs() <= 4 * eps).all()
+            assert (fused[flipped].abs() <= 4 * eps).all()
+    assert (runs["on"][0].W == 0).any() == bool(l1)  # L1 gives exact zeros
+    assert len(calls) == 4 * 3  # every parameter of every step went through the kernel
+
+
+@needs_kernels
+def test_the_fused_adagrad_step_does_not_depend_on_the_thread_count():
+    from irbm.optim import Optimizer
+    start = random_model("orbm", torch.float32, n_visible=784, n_hidden=400)  # threaded
+    finals = []
+    for n_threads in (1, 2):
+        previous = torch.get_num_threads()
+        torch.set_num_threads(n_threads)
+        try:
+            model = random_model("orbm", torch.float32, n_visible=784, n_hidden=400)
+            model.load_state_dict(start.state_dict())
+            finals.append(_adagrad_steps(model, Optimizer("adagrad", lr=0.05, l1=0.01), 3)[-1])
+        finally:
+            torch.set_num_threads(previous)
+    assert model.W.numel() >= kernels.THREADED_MIN_ELEMENTS
+    for name, tensor in finals[0].items():
+        assert torch.equal(tensor, finals[1][name]), name

@@ -18,7 +18,8 @@ import torch
 
 from .philox import PhiloxGenerator, blocks_per_row
 
-__all__ = ["PhiloxGenerator", "annealed_bernoulli", "bernoulli_from_logits", "blocks_per_row",
+__all__ = ["PhiloxGenerator", "adagrad_step", "annealed_bernoulli", "bernoulli_from_logits",
+           "blocks_per_row",
            "compiled_available", "ordered_hidden", "ordered_statistics", "runs_on", "usable"]
 
 try:  # numba is a dependency, but the library must work (slower) where it cannot load
@@ -176,3 +177,16 @@ def ordered_statistics(preactivation: torch.Tensor, penalties: torch.Tensor, log
            z.numpy(), True, weighted_hidden.numpy(), kept.numpy(), tail.numpy(),
            np.int64(z_block), *_key(generator))
     return weighted_hidden, kept, (tail if log_tail is not None else None), z
+
+
+def adagrad_step(parameter: torch.Tensor, gradient: torch.Tensor, accumulator: torch.Tensor,
+                 *, lr: float, l1: float, epsilon: float, inside: bool):
+    """One ADAGRAD step with the L1 soft-threshold (``l1`` > 0) on tensors of one shape, in
+    place, in one pass (`irbm.optim.Optimizer` runs it where `runs_on` its tensors; its eager
+    step is the reference): G += g^2, theta += -lr g / d, d = sqrt(G) + eps (``inside``:
+    sqrt(G + eps)), then theta <- prox_{lr l1 / d}(theta) (lr l1 where G = 0)."""
+    dtype = parameter.numpy().dtype.type
+    kernel = _variant(_compiled.adagrad, parameter.numel())
+    kernel(parameter.view(-1).numpy(), gradient.reshape(-1).numpy(),
+           accumulator.view(-1).numpy(), dtype(lr), dtype(lr * l1), dtype(epsilon),
+           bool(inside))

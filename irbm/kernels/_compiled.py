@@ -355,17 +355,41 @@ def _ordered_statistics(preactivation, penalties, log_tail, has_tail, row_weight
             z[row] = _search(columns, (1 - u[0]) * total) + 1
 
 
-def _compiled_pair(function):
-    """A serial and a multi-threaded (prange over rows) compilation of ``function``. The
-    threaded one is a renamed copy: numba's on-disk cache is keyed by the function's name, not
-    by ``parallel``, so the two would otherwise load each other's machine code."""
+def _adagrad(parameter, gradient, accumulator, lr, threshold, epsilon, inside):
+    """ADAGRAD with an optional L1 soft-threshold on flat arrays, in place, in one pass and in
+    the eager `irbm.optim.Optimizer.step`'s order of operations: G += g^2; d = sqrt(G) + eps
+    (``inside``: sqrt(G + eps)); theta += (-lr g) / d; then, when ``threshold`` (lr * l1) is
+    non-zero, theta -= clip(theta, -t, t) with t = (1 / d) threshold (t = threshold where G
+    is 0)."""
+    one = _cast(1.0, parameter[0])
+    step = -lr
+    for i in numba.prange(parameter.shape[0]):
+        g = gradient[i]
+        total = accumulator[i] + g * g
+        accumulator[i] = total
+        denominator = np.sqrt(total + epsilon) if inside else np.sqrt(total) + epsilon
+        value = parameter[i] + step * g / denominator
+        if threshold != 0:
+            rate = one / (denominator if total != 0 else one) * threshold
+            value = value - max(min(value, rate), -rate)
+        parameter[i] = value
+
+
+def _compiled_pair(function, **options):
+    """A serial and a multi-threaded (prange over rows) compilation of ``function`` (with
+    ``options`` beside `OPTIONS`). The threaded one is a renamed copy: numba's on-disk cache is
+    keyed by the function's name, not by ``parallel``, so the two would otherwise load each
+    other's machine code."""
     threaded = types_module.FunctionType(function.__code__, function.__globals__,
                                          function.__name__ + "_threaded")
     threaded.__qualname__ = function.__qualname__ + "_threaded"
-    return (numba.njit(**OPTIONS)(function), numba.njit(parallel=True, **OPTIONS)(threaded))
+    options = {**OPTIONS, **options}
+    return (numba.njit(**options)(function), numba.njit(parallel=True, **options)(threaded))
 
 
 bernoulli_logits = _compiled_pair(_bernoulli_logits)
 ordered_units = _compiled_pair(_ordered_units)
 annealed_units = _compiled_pair(_annealed_units)
 ordered_statistics = _compiled_pair(_ordered_statistics)
+# G + g * g as one fused multiply-add, as torch's addcmul computes it (the eager reference).
+adagrad = _compiled_pair(_adagrad, fastmath={"contract"})
