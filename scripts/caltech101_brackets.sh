@@ -27,5 +27,6 @@ bracket orbm500-l1e-3-e1000 1000
 bracket irbm-l1e-3-e1000 500  # 500 AIS chains per path (of two): the budget this round had
 python scripts/bracket_results.py results/models/{rbm100-adagrad,rbm500-adagrad,orbm500-l1e-3,irbm-l1e-3}-e1000 \
     --out results/caltech101_brackets
-python scripts/trajectory_figure.py "irbm default=$RUNS/irbm-l1e-3" "authors profile=$RUNS/irbm-authors" \
-    "growth on the data's z=$RUNS/irbm-growth-data" --out results/caltech101_irbm_trajectory
+python scripts/trajectory_figure.py "irbm default/seed 1234=$RUNS/irbm-l1e-3" \
+    "authors profile/seed 1234=$RUNS/irbm-authors" "growth on the data's z/seed 1234=$RUNS/irbm-growth-data" \
+    --out results/caltech101_irbm_trajectory

@@ -1,15 +1,18 @@
-"""The iRBM's hidden-layer size and test NLL over training, for several training rules.
+"""The iRBM's hidden-layer size and test NLL over training, for several training rules and seeds.
 
-    python scripts/trajectory_figure.py LABEL=RUN_DIR [LABEL=RUN_DIR ...] \
-        --out results/caltech101_irbm_trajectory [--chains 100] [--betas 2000]
+    python scripts/trajectory_figure.py RULE/SEED=RUN_DIR [RULE/SEED=RUN_DIR ...] \
+        --out results/caltech101_irbm_trajectory [--chains 100] [--betas 2000] [--every 50]
 
-Each RUN_DIR is a run trained by scripts/train_snapshots.sh (RUN/snapshots/EPOCH/). The size
+Each RUN_DIR is a run trained by scripts/train_snapshots.sh (RUN/snapshots/EPOCH/); the runs of
+one RULE share a colour, each SEED its own line style. The size
 comes from the run's per-epoch history; the NLL of every snapshot from AIS on each of the
 family's annealing paths (pilot-tuned schedules, data base from the training set), keeping the
 highest ln Z: an optimistic point estimate at a modest budget, enough to see swings of several
 nats, not a bracket (`irbm evaluate --bracket` gives those for the rows of the tables). Results
-are cached per snapshot in OUT.json, so a rerun evaluates only new snapshots. Writes OUT.png and
-OUT.json.
+are cached per snapshot in OUT.json, so a rerun evaluates only new snapshots (``--every N``:
+only epochs that are multiples of N). Writes OUT.png, OUT.json and OUT.md, a table per run of
+the NLL and size from epoch 500 on: their mean, range and the largest move between neighbouring
+snapshots, which is what "settles" means here.
 """
 
 from __future__ import annotations
@@ -46,6 +49,36 @@ def snapshot_nll(snapshot: Path, n_chains: int, n_betas: int) -> dict:
             "log_z": log_z, "nll": float(free_energies(model, test).mean()) + best}
 
 
+SETTLED_FROM = 500  # epochs: the table judges each run from here on
+
+
+def settling_row(label: str, points: list[dict], history: list[dict]) -> list:
+    """[label, epochs, NLL mean, min-max, largest move between neighbouring snapshots, final
+    NLL, size min-max, final size] over the snapshots from epoch SETTLED_FROM on."""
+    late = [p for p in points if p["epoch"] >= SETTLED_FROM]
+    sizes = [r["n_hidden"] for r in history if r["epoch"] >= SETTLED_FROM]
+    if len(late) < 2 or not sizes:
+        return [label, f"{points[-1]['epoch'] if points else 0}", "-", "-", "-", "-", "-", "-"]
+    nll = [p["nll"] for p in late]
+    moves = [abs(after - before) for before, after in zip(nll, nll[1:])]
+    return [label, f"{late[0]['epoch']}-{late[-1]['epoch']}", f"{sum(nll) / len(nll):.1f}",
+            f"{min(nll):.1f}-{max(nll):.1f}", f"{max(moves):.1f}", f"{nll[-1]:.1f}",
+            f"{min(sizes)}-{max(sizes)}", f"{history[-1]['n_hidden']}"]
+
+
+def settling_table(rows: list[list], args) -> str:
+    header = ["run (rule/seed)", "epochs", "NLL mean", "NLL range", "largest move",
+              "last NLL", "size range", "last size"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return (f"# CalTech101 iRBM: does the size and NLL settle?\n\nTest NLL of every snapshot "
+            f"from epoch {SETTLED_FROM} on (AIS, {args.chains} chains x {args.betas} tuned "
+            "temperatures on each path, the higher ln Z: an optimistic point estimate, not a "
+            "bracket); largest move: between neighbouring snapshots. Sizes from the "
+            "per-epoch history. Written by `scripts/trajectory_figure.py`.\n\n"
+            + "\n".join(lines) + "\n")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", help="LABEL=RUN_DIR")
@@ -53,27 +86,36 @@ def main(argv=None) -> int:
     parser.add_argument("--chains", type=int, default=100)
     parser.add_argument("--betas", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--every", type=int, default=50,
+                        help="evaluate only snapshots whose epoch is a multiple of this")
     args = parser.parse_args(argv)
     apply_threads(args.threads)
     cache_path = args.out.with_suffix(".json")
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
-    figure, (size_axes, nll_axes) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+    figure, (size_axes, nll_axes) = plt.subplots(2, 1, figsize=(9, 8), sharex=True)
+    colours, styles, table = {}, {}, []
     for item in args.runs:
         label, run = item.split("=", 1)
+        rule, _, seed = label.partition("/")
+        colour = colours.setdefault(rule, f"C{len(colours)}")
+        style = styles.setdefault(seed, ("-", "--", ":", "-.")[len(styles) % 4])
         run = Path(run)
         history = json.loads((run / runs.HISTORY_FILE).read_text())["history"]
         size_axes.plot([r["epoch"] for r in history], [r["n_hidden"] for r in history],
-                       label=label)
+                       color=colour, linestyle=style, label=label)
         points = cache.setdefault(label, {})
         for snapshot in sorted((run / "snapshots").iterdir(), key=lambda p: int(p.name)):
+            if int(snapshot.name) % args.every:
+                continue
             if snapshot.name not in points:
                 points[snapshot.name] = snapshot_nll(snapshot, args.chains, args.betas)
                 print(f"{label} epoch {snapshot.name}: {points[snapshot.name]['nll']:.2f}",
                       flush=True)
                 cache_path.write_text(json.dumps(cache, indent=1) + "\n")
         epochs = sorted(points, key=int)
-        nll_axes.plot([int(e) for e in epochs], [points[e]["nll"] for e in epochs], "o-",
-                      label=label)
+        nll_axes.plot([int(e) for e in epochs], [points[e]["nll"] for e in epochs], marker="o",
+                      markersize=3, color=colour, linestyle=style, label=label)
+        table.append(settling_row(label, [points[e] for e in epochs], history))
     size_axes.set_ylabel("hidden units")
     nll_axes.set_ylabel("test NLL (AIS, best path), nats")
     nll_axes.set_xlabel("epoch")
@@ -84,7 +126,8 @@ def main(argv=None) -> int:
     figure.tight_layout()
     figure.savefig(args.out.with_suffix(".png"), dpi=100)
     cache_path.write_text(json.dumps(cache, indent=1) + "\n")
-    print(f"wrote {args.out.with_suffix('.png')} and .json")
+    args.out.with_suffix(".md").write_text(settling_table(table, args))
+    print(f"wrote {args.out.with_suffix('.png')}, .json and .md")
     return 0
 
 

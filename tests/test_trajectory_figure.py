@@ -1,0 +1,45 @@
+"""scripts/trajectory_figure.py: the size and NLL of each snapshot of several runs, and the
+table that judges whether they settle, on tiny iRBMs trained here."""
+
+import json
+import shutil
+
+import pytest
+from _cli_helpers import load_script
+
+from irbm.cli import main as cli_main
+
+
+def _snapshots(run, epochs):
+    """A run trained to each of ``epochs`` with its model copied to snapshots/EPOCH/, as
+    scripts/train_snapshots.sh leaves it."""
+    for epoch in epochs:
+        assert cli_main(["train", "irbm", "digits", "--out", str(run), "--epochs", str(epoch),
+                         "--lr", "0.05", "--l1", "0.001", "--quiet"]) == 0
+        snapshot = run / "snapshots" / str(epoch)
+        snapshot.mkdir(parents=True)
+        for name in ("irbm-run.json", "config.json", "history.json", "model.safetensors"):
+            shutil.copy(run / name, snapshot / name)
+
+
+def test_rows_judge_each_run_from_the_settling_epoch_on(tmp_path):
+    script = load_script("trajectory_figure")
+    script.SETTLED_FROM = 2
+    run = tmp_path / "irbm"
+    _snapshots(run, [1, 2, 3, 4])
+    out = tmp_path / "trajectory"
+    argv = [f"rule a/seed 1={run}", "--out", str(out), "--chains", "20", "--betas", "30",
+            "--every", "2"]
+    assert script.main(argv) == 0
+    cached = json.loads(out.with_suffix(".json").read_text())["rule a/seed 1"]
+    assert sorted(cached, key=int) == ["2", "4"]  # --every 2: odd epochs skipped
+    history = json.loads((run / "history.json").read_text())["history"]
+    nll = [cached["2"]["nll"], cached["4"]["nll"]]
+    sizes = [r["n_hidden"] for r in history if r["epoch"] >= 2]
+    row = out.with_suffix(".md").read_text().splitlines()[-1].split(" | ")
+    assert row[1:] == ["2-4", f"{sum(nll) / 2:.1f}", f"{min(nll):.1f}-{max(nll):.1f}",
+                       f"{abs(nll[1] - nll[0]):.1f}", f"{nll[1]:.1f}",
+                       f"{min(sizes)}-{max(sizes)}", f"{history[-1]['n_hidden']} |"]
+    # A rerun evaluates nothing again: the cached snapshots are kept as they are.
+    script.snapshot_nll = lambda *args: pytest.fail("evaluated a cached snapshot again")
+    assert script.main(argv) == 0
