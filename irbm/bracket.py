@@ -354,9 +354,11 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
 
 
 def cross_check_reasons(last: dict, check: dict) -> list[str]:
-    """Where the tempering estimate ``check`` (``nll``, ``stderr``, ``passages``) contradicts
-    the bracket of level ``last``: it is consistent, not a bound, so outside the bracket beyond
-    its noise it shows that one of the three estimators missed mass."""
+    """Where the tempering estimate ``check`` (``nll``, ``stderr``, ``passages``, optionally
+    ``bdmc``) contradicts the bracket of level ``last``: it is consistent, not a bound, so
+    outside the bracket beyond its noise it shows that one of the three estimators missed
+    mass. BDMC from its samples is an upper bound of the NLL when they are draws from the
+    model: below the optimistic side it shows they are not."""
     nll, stderr = check["nll"], check["stderr"]
     estimate = f"the tempering estimate ({nll:.2f} +/- {stderr:.2f})"
     reasons = []
@@ -374,6 +376,12 @@ def cross_check_reasons(last: dict, check: dict) -> list[str]:
                        f"({last['conservative']:.2f}) beyond their noise: the model holds mass "
                        "that RAISE's annealing model misses, so the conservative side is too "
                        "low")
+    bdmc = check.get("bdmc")
+    if bdmc is not None and bdmc["nll"] < last["optimistic"] - crossing_noise(bdmc["stderr"]):
+        reasons.append(f"BDMC from the tempering samples ({bdmc['nll']:.2f} +/- "
+                       f"{bdmc['stderr']:.2f}), an upper bound when they are draws from the "
+                       f"model, lies below the optimistic side ({last['optimistic']:.2f}) "
+                       "beyond its noise: the samples miss mass the AIS chains found")
     return reasons
 
 

@@ -25,6 +25,7 @@ from .ais import (
     make_path,
     resolve_base,
     thermodynamic_length,
+    tuned_betas,
 )
 from .bracket import Bracket, control_variate, judge_conservative, pooled_log_z, verdict
 from .tempering import estimate_log_partition_tempering
@@ -273,6 +274,47 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
                          annealing.description)
 
 
+def bdmc_log_partition(model, samples, *, betas, base=None, path=None, base_data=None,
+                       n_clusters: int = 1, seed: int = 0, progress: bool = False) -> dict:
+    """-ln mean_s exp(-d_s): ln Z-hat from reverse annealing started at draws from the model
+    (BDMC, Grosse, Ghahramani & Adams 2015), with d_s = -ln p-hat(x_s) - F(x_s) from RAISE's
+    chains (`raise_nll`) started at the samples (S, n_visible) instead of data rows.
+
+    When x_s is an exact draw from the model, exp(-d_s) is an unbiased estimate of 1 / Z, so
+    this ln Z-hat is a stochastic upper bound of ln Z, whatever the path misses: reverse chains
+    that start in every mode carry each mode's mass down. Draws from a Markov chain (such as
+    parallel tempering's model replica) make it a bound only as far as that chain had reached
+    equilibrium: a mode it never visited is missed here too.
+
+    Parameters
+    ----------
+    samples : Tensor (S, n_visible), binary
+    betas : array (M + 1,) from 0 to 1
+    base, path, base_data, seed, progress : as in `raise_nll`.
+    n_clusters : int
+        Samples come in S / n_clusters rounds of n_clusters chains (sample s from chain
+        s mod n_clusters): the standard error treats each chain's samples as one draw.
+
+    Returns
+    -------
+    dict: ``log_z``, ``stderr`` (delta method over the clusters), ``n_samples``, ``n_betas``,
+    ``seconds``.
+    """
+    started = time.perf_counter()
+    samples = model.check_visible(torch.as_tensor(samples))
+    estimate = raise_nll(model, samples, betas=betas, base=base, path=path,
+                         base_data=base_data, seed=seed, progress=progress)
+    inverse = estimate.log_likelihoods + free_energies(model, samples).double()  # ln(1/Z)-hat
+    n = inverse.numel()
+    log_z = -(float(torch.logsumexp(inverse, 0)) - math.log(n))
+    weights = torch.exp(inverse - inverse.max())
+    clusters = weights.view(-1, n_clusters).mean(0) if n_clusters > 1 else weights
+    stderr = (float(clusters.std(correction=1)) / math.sqrt(clusters.numel())
+              / float(weights.mean())) if clusters.numel() > 1 else math.inf
+    return {"log_z": log_z, "stderr": stderr, "n_samples": n, "n_betas": estimate.n_betas,
+            "seconds": time.perf_counter() - started}
+
+
 def cross_check(model, data, levels, *, base_data, bases, tempering=True, seed=0,
                 progress=False, free_all=None) -> dict:
     """The bracket's independent point estimate: mean_n F(v_n) + ln Z-hat by parallel tempering
@@ -294,9 +336,13 @@ def cross_check(model, data, levels, *, base_data, bases, tempering=True, seed=0
 
     Returns
     -------
-    dict: ``nll``, ``route`` and `TemperingResult.summary()`.
+    dict: ``nll``, ``route`` and `TemperingResult.summary()`; with ``n_samples`` among the
+    tempering arguments also ``bdmc``: ``nll`` (mean F + `bdmc_log_partition` from those
+    samples of the model replica, at the last level's number of temperatures, tuned on the
+    same route), ``log_z``, ``stderr``, ``n_samples``, ``n_betas``, ``seconds``.
     """
-    allowed = {"n_temperatures", "n_sweeps", "n_ladders", "betas", "burn_in", "n_groups"}
+    allowed = {"n_temperatures", "n_sweeps", "n_ladders", "betas", "burn_in", "n_groups",
+               "n_samples"}
     settings = {} if tempering is True else dict(tempering)
     if not set(settings) <= allowed:
         raise ValueError(f"tempering takes {sorted(allowed)}, not "
@@ -315,8 +361,24 @@ def cross_check(model, data, levels, *, base_data, bases, tempering=True, seed=0
                                               progress=progress)
     if free_all is None:
         free_all = free_energies(model, model.check_visible(torch.as_tensor(data)))
-    return {"nll": float(free_all.double().mean()) + result.log_z, "route": route,
-            **result.summary()}
+    mean_free = float(free_all.double().mean())
+    check = {"nll": mean_free + result.log_z, "route": route, **result.summary()}
+    if result.samples is not None:
+        betas = tuned_betas(model, int(levels[-1]["n_betas"]), base=base, path=kind,
+                            data=base_data, seed=int(seed) + 8)
+        bdmc = bdmc_log_partition(model, result.samples, betas=betas, base=base, path=kind,
+                                  base_data=base_data, n_clusters=result.n_ladders,
+                                  seed=int(seed) + 9, progress=progress)
+        check["bdmc"] = {"nll": mean_free + bdmc["log_z"], **bdmc}
+    return check
+
+
+def describe_bdmc(check: dict) -> str:
+    """"; BDMC from S of its samples: ..." for a cross-check that ran BDMC, else ""."""
+    bdmc = check.get("bdmc")
+    return "" if bdmc is None else (
+        f"; BDMC from {bdmc['n_samples']} of its samples: NLL at most {bdmc['nll']:.2f} +/- "
+        f"{bdmc['stderr']:.2f} if they are draws from the model")
 
 
 def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
@@ -483,7 +545,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                             tempering=tempering, seed=seed, progress=progress, free_all=free_all)
         if echo is not None:
             echo(f"  tempering ({check['route']}): NLL {check['nll']:.2f} +/- "
-                 f"{check['stderr']:.2f}, {check['passages']} passages from base to model")
+                 f"{check['stderr']:.2f}, {check['passages']} passages from base to model"
+                 + describe_bdmc(check))
         judge_conservative(levels, check)  # a RAISE route below it beyond the noise is out
         last = levels[-1]
     reasons = verdict(levels, tolerance=tolerance, out_of_time=out_of_time, cross_check=check)

@@ -59,6 +59,10 @@ class TemperingResult:
     seconds : float
     path : str
         The annealing path's description.
+    samples : Tensor (n_samples, n_visible) or None
+        States of the model's replica (t = 1), taken at evenly spaced sweeps after the burn-in
+        from every ladder (``n_samples``): draws from the model as far as the ladder has
+        equilibrated (`irbm.evaluate.bdmc_log_partition` anneals them back to the base).
     """
 
     log_z: float
@@ -73,6 +77,7 @@ class TemperingResult:
     burn_in: int
     seconds: float
     path: str
+    samples: torch.Tensor | None = None
 
     def summary(self) -> dict:
         return {"log_z": self.log_z, "stderr": self.stderr,
@@ -126,7 +131,8 @@ def _log_partition(log_base, forward, backward, ladders=slice(None)) -> tuple[fl
 def estimate_log_partition_tempering(model, n_temperatures: int = 100, n_sweeps: int = 2000, *,
                                      n_ladders: int = 32, betas=None, base=None, path=None,
                                      data=None, burn_in: float = 0.25, n_groups: int = 8,
-                                     seed: int = 0, progress: bool = True) -> TemperingResult:
+                                     n_samples: int = 0, seed: int = 0,
+                                     progress: bool = True) -> TemperingResult:
     """ln Z-hat of ``model`` by parallel tempering along an annealing path, ratios by BAR.
 
     Parameters
@@ -144,6 +150,9 @@ def estimate_log_partition_tempering(model, n_temperatures: int = 100, n_sweeps:
         Share of the sweeps discarded before the works are recorded.
     n_groups : int
         Groups of ladders whose separate estimates give the standard error (at least 2).
+    n_samples : int
+        States of the model's replica to keep (`TemperingResult.samples`): a multiple of
+        ``n_ladders``, each ladder's taken at evenly spaced sweeps after the burn-in.
     seed : int
 
     Returns
@@ -159,6 +168,14 @@ def estimate_log_partition_tempering(model, n_temperatures: int = 100, n_sweeps:
     kept = n_sweeps - int(burn_in * n_sweeps)
     if kept < 1:
         raise ValueError(f"n_sweeps ({n_sweeps}) leaves no sweep after the burn-in")
+    per_ladder, rest = divmod(int(n_samples), n_ladders)
+    if n_samples < 0 or rest or per_ladder > kept:
+        raise ValueError(f"n_samples ({n_samples}) must be a multiple of n_ladders "
+                         f"({n_ladders}), at most n_ladders x the {kept} sweeps after the "
+                         "burn-in")
+    # The last sweep, and before it every kept // per_ladder sweeps (0-based record index).
+    sample_at = {kept - 1 - i * (kept // per_ladder) for i in range(per_ladder)}
+    samples = []
     started = time.perf_counter()
     base_bias, _ = resolve_base(model, base, data)
     if betas is None:
@@ -217,6 +234,8 @@ def estimate_log_partition_tempering(model, n_temperatures: int = 100, n_sweeps:
                 low.copy_(swapped)
                 labels[k], labels[k + 1] = (torch.where(accept, labels[k + 1], labels[k]),
                                             torch.where(accept, labels[k], labels[k + 1]))
+        if record in sample_at:
+            samples.append(replicas[-1].visible.clone())
         if record >= 0:  # after the burn-in only
             from_bottom[labels[0]] = True
             arrived = labels[-1][from_bottom[labels[-1]]]
@@ -230,4 +249,5 @@ def estimate_log_partition_tempering(model, n_temperatures: int = 100, n_sweeps:
     return TemperingResult(log_z, float(groups.std(ddof=1) / math.sqrt(n_groups)), groups,
                            ratios, accepted / np.maximum(proposed, 1), passages,
                            np.asarray(betas), n_ladders, n_sweeps, n_sweeps - kept,
-                           time.perf_counter() - started, replicas[0].description)
+                           time.perf_counter() - started, replicas[0].description,
+                           torch.cat(samples) if samples else None)

@@ -22,7 +22,14 @@ from ._io import atomic_write
 from .ais import estimate_log_partition
 from .bracket import rejudge
 from .datasets import ALIASES, LOADERS, load_dataset
-from .evaluate import bracket_nll, cross_check, nll, raise_nll, sampled_log_partition_floor
+from .evaluate import (
+    bracket_nll,
+    cross_check,
+    describe_bdmc,
+    nll,
+    raise_nll,
+    sampled_log_partition_floor,
+)
 from .models import build_model
 from .profiles import merge_settings
 from .report import write_report
@@ -342,8 +349,12 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
 
 
 def _tempering(sweeps) -> dict:
-    """The cross-check's settings: 64 temperatures, 32 ladders, ``sweeps`` sweeps."""
-    return {"n_temperatures": 64, "n_ladders": 32, "n_sweeps": int(sweeps)}
+    """The cross-check's settings: 64 temperatures, 32 ladders, ``sweeps`` sweeps (a quarter
+    burn-in), and 8 samples of the model replica per ladder for BDMC (fewer when fewer sweeps
+    follow the burn-in)."""
+    kept = int(sweeps) - int(0.25 * int(sweeps))
+    return {"n_temperatures": 64, "n_ladders": 32, "n_sweeps": int(sweeps),
+            "n_samples": 32 * max(0, min(8, kept))}
 
 
 def cross_check_run(run_dir, sweeps: int, *, which=None, data_dir=None, device=None,
@@ -376,7 +387,8 @@ def cross_check_run(run_dir, sweeps: int, *, which=None, data_dir=None, device=N
                         progress=progress)
     judged = rejudge({**bracket, "cross_check": check})
     say(f"  tempering ({check['route']}): NLL {check['nll']:.2f} +/- {check['stderr']:.2f}, "
-        f"{check['passages']} passages from base to model; bracket [{judged['optimistic']:.2f}, "
+        f"{check['passages']} passages from base to model{describe_bdmc(check)}; bracket "
+        f"[{judged['optimistic']:.2f}, "
         f"{judged['conservative']:.2f}], " + ("certified" if judged["certified"]
                                                else "NOT certified"))
     for reason in judged["reasons"]:

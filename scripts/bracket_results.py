@@ -75,8 +75,10 @@ def _cross_check(check: dict | None) -> str:
     if check is None:
         return "-"
     passages = check.get("passages", check.get("round_trips"))  # the older records' name
+    bdmc = check.get("bdmc")
     return (f"{check['nll']:.2f} +/- {check['stderr']:.2f} ({passages} passages, "
-            f"{check['n_sweeps']} sweeps)")
+            f"{check['n_sweeps']} sweeps)"
+            + ("" if bdmc is None else f"; BDMC <= {bdmc['nll']:.2f} +/- {bdmc['stderr']:.2f}"))
 
 
 def markdown(rows: list[dict]) -> str:
@@ -111,7 +113,9 @@ def markdown(rows: list[dict]) -> str:
                  "judged under the current rules from its stored estimates "
                  "(`irbm.bracket.rejudge`). Tempering NLL: the independent point estimate by "
                  "parallel tempering with Bennett's acceptance ratio along the optimistic "
-                 "side's path (`irbm.tempering`), where it ran. Seconds: "
+                 "side's path (`irbm.tempering`), where it ran; BDMC: reverse annealing from "
+                 "its samples of the model (`irbm.evaluate.bdmc_log_partition`), an upper "
+                 "bound of the NLL as far as those samples are draws from the model. Seconds: "
                  "wall-clock of the bracket, one thread (this round: on a 2-core machine shared "
                  "with two or three other processes). Commands:")
     lines.append("")

@@ -199,6 +199,13 @@ def test_a_tempering_estimate_outside_the_bracket_is_named():
     below = verdict(levels, tolerance=1.0, out_of_time=False,
                     cross_check={"nll": 98.0, "stderr": 0.1, "passages": 12})
     assert any("lies below the optimistic side (100.10)" in reason for reason in below)
+    low_bdmc = verdict(levels, tolerance=1.0, out_of_time=False,
+                       cross_check={"nll": 100.4, "stderr": 0.1, "passages": 12,
+                                    "bdmc": {"nll": 98.5, "stderr": 0.1}})
+    assert any("BDMC from the tempering samples (98.50 +/- 0.10)" in r for r in low_bdmc)
+    assert verdict(levels, tolerance=1.0, out_of_time=False,
+                   cross_check={"nll": 100.4, "stderr": 0.1, "passages": 12,
+                                "bdmc": {"nll": 100.6, "stderr": 0.1}}) == []
     stuck = verdict(levels, tolerance=1.0, out_of_time=False,
                     cross_check={"nll": 100.4, "stderr": 0.1, "passages": 0})
     assert any("after its burn-in" in reason for reason in stuck)

@@ -257,6 +257,8 @@ def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, 
     check = bracket["cross_check"]  # the tempering cross-check, recorded and echoed
     assert check["n_sweeps"] == 40 and check["n_temperatures"] == 64
     assert f"tempering ({check['route']}): NLL {check['nll']:.2f}" in printed
+    assert check["bdmc"]["n_betas"] == bracket["levels"][-1]["n_betas"]
+    assert f"BDMC from 256 of its samples: NLL at most {check['bdmc']['nll']:.2f}" in printed
     assert bracket["n_rows"] == 20 and bracket["n_chains"] == 10 and bracket["tolerance"] == 0.5
     assert bracket["width"] == pytest.approx(bracket["conservative"] - bracket["optimistic"])
     assert bracket["certified"] == (not bracket["reasons"])
@@ -306,6 +308,11 @@ def test_tempering_cross_checks_the_latest_bracket_in_a_new_record(run_dir, caps
     assert checked["cross_checked"] is True and check["n_sweeps"] == 30
     assert checked["bracket"]["levels"][-1]["raise"] == bracketed["bracket"]["levels"][-1]["raise"]
     assert f"tempering ({check['route']}): NLL {check['nll']:.2f}" in printed
+    # BDMC from 8 samples of each of the 32 ladders, at the last level's temperatures.
+    bdmc = check["bdmc"]
+    assert bdmc["n_samples"] == 256
+    assert bdmc["n_betas"] == checked["bracket"]["levels"][-1]["n_betas"]
+    assert f"BDMC from 256 of its samples: NLL at most {bdmc['nll']:.2f}" in printed
 
 
 def test_report_refuses_results_of_an_earlier_model(run_dir, tmp_path, monkeypatch):

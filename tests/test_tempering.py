@@ -113,3 +113,56 @@ def test_log_unnormalized_many_agrees_with_the_steps_and_the_free_energy(example
             torch.testing.assert_close(stepped, many[a + 1] - many[a], rtol=0, atol=1e-9)
         offset = many[-1] + model.free_energy(v).detach().double()
         assert float(offset.max() - offset.min()) < 1e-9, path
+
+
+# ---------------------------------------------------------------- samples and BDMC
+def _exact_samples(example, n, seed):
+    """n exact draws from the example's p(v), by enumeration."""
+    brute = reference(example)
+    probabilities = torch.from_numpy(np.exp(brute.log_p_v()))
+    index = torch.multinomial(probabilities, n, replacement=True,
+                              generator=torch.Generator().manual_seed(seed))
+    return torch.from_numpy(brute.all_visible()[index.numpy()]).float()
+
+
+@pytest.mark.parametrize("example", example_params(  # one per family, 32-128 states
+    [e for e in EXAMPLES if e.n_visible >= 5 and e.n_hidden == 5]))
+def test_bdmc_from_exact_samples_bounds_ln_z_from_above_and_is_tight(example):
+    """Reverse annealing from exact draws: -ln mean exp(-d) is a stochastic upper bound of
+    ln Z, on every path, and close to it with a modest schedule."""
+    from irbm.evaluate import bdmc_log_partition
+    model = example.build()
+    exact = reference(example).log_partition()
+    samples = _exact_samples(example, 1000, seed=5)
+    for path in model.ais_paths:
+        short = bdmc_log_partition(model, samples, betas=np.linspace(0, 1, 3), base="model",
+                                   path=path, seed=2)
+        tight = bdmc_log_partition(model, samples, betas=np.linspace(0, 1, 300), base="model",
+                                   path=path, seed=2)
+        assert tight["n_samples"] == 1000 and tight["n_betas"] == 300
+        assert abs(tight["log_z"] - exact) < 4 * tight["stderr"] + 0.02, (path, tight, exact)
+        # Few temperatures: a looser bound, still above ln Z (beyond its noise).
+        assert short["log_z"] > exact - 3 * short["stderr"], (path, short, exact)
+
+
+def test_tempering_keeps_samples_of_the_model_replica_that_follow_the_model():
+    """Their histogram is as far from p(v) as that of as many exact draws (total variation
+    within 1.5 times the exact draws' plus 0.02)."""
+    example = next(e for e in EXAMPLES if e.family == "orbm" and e.n_visible == 5)
+    model = example.build()
+    result = estimate_log_partition_tempering(model, 8, 200, n_ladders=16, base="model",
+                                              n_samples=16 * 50, seed=3, progress=False)
+    assert result.samples.shape == (800, example.n_visible)
+    assert "samples" not in result.summary()  # JSON-ready: no tensors
+    brute = reference(example)
+    states, exact = brute.all_visible(), np.exp(brute.log_p_v())
+
+    def total_variation(samples):
+        index = [int(np.flatnonzero((states == row).all(1))[0]) for row in samples.numpy()]
+        return 0.5 * np.abs(np.bincount(index, minlength=len(states)) / len(index) - exact).sum()
+
+    noise = np.mean([total_variation(_exact_samples(example, 800, seed)) for seed in range(5)])
+    assert total_variation(result.samples) < 1.5 * noise + 0.02, noise
+    with pytest.raises(ValueError, match="multiple of n_ladders"):
+        estimate_log_partition_tempering(model, 4, 20, n_ladders=16, base="model",
+                                         n_samples=17, progress=False)
