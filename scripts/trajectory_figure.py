@@ -46,7 +46,19 @@ def snapshot_nll(snapshot: Path, n_chains: int, n_betas: int) -> dict:
                                              progress=False).log_z
     best = max(log_z.values())
     return {"epoch": source.epoch, "n_hidden": model.n_hidden, "sha256": source.sha256,
-            "log_z": log_z, "nll": float(free_energies(model, test).mean()) + best}
+            "log_z": log_z, "nll": float(free_energies(model, test).mean()) + best,
+            "active_units": active_units(model)}
+
+
+# A unit whose weights have a smaller norm hardly moves any visible unit (trained units: 3-8).
+ACTIVE_NORM = 0.05
+
+
+def active_units(model) -> int:
+    """Hidden units whose weight row has norm above ACTIVE_NORM: the size without the nearly
+    dead units that growth adds past the data's z and pruning later removes in blocks."""
+    coupling = next(name for name, spec in model.parameter_specs.items() if spec.coupling)
+    return int((model.get_parameter(coupling).detach().norm(dim=1) > ACTIVE_NORM).sum())
 
 
 SETTLED_FROM = 500  # epochs: the table judges each run from here on
@@ -54,28 +66,32 @@ SETTLED_FROM = 500  # epochs: the table judges each run from here on
 
 def settling_row(label: str, points: list[dict], history: list[dict]) -> list:
     """[label, epochs, NLL mean, min-max, largest move between neighbouring snapshots, final
-    NLL, size min-max, final size] over the snapshots from epoch SETTLED_FROM on."""
+    NLL, size min-max, final size, active units min-max] over the snapshots from epoch
+    SETTLED_FROM on."""
     late = [p for p in points if p["epoch"] >= SETTLED_FROM]
     sizes = [r["n_hidden"] for r in history if r["epoch"] >= SETTLED_FROM]
     if len(late) < 2 or not sizes:
-        return [label, f"{points[-1]['epoch'] if points else 0}", "-", "-", "-", "-", "-", "-"]
+        return [label, f"{points[-1]['epoch'] if points else 0}"] + ["-"] * 7
     nll = [p["nll"] for p in late]
+    active = [p["active_units"] for p in late]
     moves = [abs(after - before) for before, after in zip(nll, nll[1:])]
     return [label, f"{late[0]['epoch']}-{late[-1]['epoch']}", f"{sum(nll) / len(nll):.1f}",
             f"{min(nll):.1f}-{max(nll):.1f}", f"{max(moves):.1f}", f"{nll[-1]:.1f}",
-            f"{min(sizes)}-{max(sizes)}", f"{history[-1]['n_hidden']}"]
+            f"{min(sizes)}-{max(sizes)}", f"{history[-1]['n_hidden']}",
+            f"{min(active)}-{max(active)}"]
 
 
 def settling_table(rows: list[list], args) -> str:
     header = ["run (rule/seed)", "epochs", "NLL mean", "NLL range", "largest move",
-              "last NLL", "size range", "last size"]
+              "last NLL", "size range", "last size", f"active units (norm > {ACTIVE_NORM})"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return (f"# CalTech101 iRBM: does the size and NLL settle?\n\nTest NLL of every snapshot "
             f"from epoch {SETTLED_FROM} on (AIS, {args.chains} chains x {args.betas} tuned "
             "temperatures on each path, the higher ln Z: an optimistic point estimate, not a "
             "bracket); largest move: between neighbouring snapshots. Sizes from the "
-            "per-epoch history. Written by `scripts/trajectory_figure.py`.\n\n"
+            "per-epoch history; active units: those whose weights have a norm above "
+            f"{ACTIVE_NORM}, at the snapshots. Written by `scripts/trajectory_figure.py`.\n\n"
             + "\n".join(lines) + "\n")
 
 
@@ -112,6 +128,9 @@ def main(argv=None) -> int:
                 print(f"{label} epoch {snapshot.name}: {points[snapshot.name]['nll']:.2f}",
                       flush=True)
                 cache_path.write_text(json.dumps(cache, indent=1) + "\n")
+            elif "active_units" not in points[snapshot.name]:  # cached before it was counted
+                model, _ = runs.run_model(snapshot, which="latest")
+                points[snapshot.name]["active_units"] = active_units(model)
         epochs = sorted(points, key=int)
         nll_axes.plot([int(e) for e in epochs], [points[e]["nll"] for e in epochs], marker="o",
                       markersize=3, color=colour, linestyle=style, label=label)

@@ -7,6 +7,7 @@ import shutil
 import pytest
 from _cli_helpers import load_script
 
+import irbm
 from irbm.cli import main as cli_main
 
 
@@ -36,10 +37,14 @@ def test_rows_judge_each_run_from_the_settling_epoch_on(tmp_path):
     history = json.loads((run / "history.json").read_text())["history"]
     nll = [cached["2"]["nll"], cached["4"]["nll"]]
     sizes = [r["n_hidden"] for r in history if r["epoch"] >= 2]
+    active = sorted(cached[e]["active_units"] for e in ("2", "4"))
     row = out.with_suffix(".md").read_text().splitlines()[-1].split(" | ")
     assert row[1:] == ["2-4", f"{sum(nll) / 2:.1f}", f"{min(nll):.1f}-{max(nll):.1f}",
                        f"{abs(nll[1] - nll[0]):.1f}", f"{nll[1]:.1f}",
-                       f"{min(sizes)}-{max(sizes)}", f"{history[-1]['n_hidden']} |"]
+                       f"{min(sizes)}-{max(sizes)}", f"{history[-1]['n_hidden']}",
+                       f"{active[0]}-{active[1]} |"]
+    model = irbm.load(run / "snapshots" / "4")
+    assert cached["4"]["active_units"] == int((model.W.norm(dim=1) > 0.05).sum())
     # A rerun evaluates nothing again: the cached snapshots are kept as they are.
     script.snapshot_nll = lambda *args: pytest.fail("evaluated a cached snapshot again")
     assert script.main(argv) == 0
