@@ -177,6 +177,28 @@ def pooled_log_z(levels: list[dict]) -> float:
     return log_weighted_mean([log_z for log_z, _ in runs], [weight for _, weight in runs])
 
 
+def level_estimates(levels: list[dict]) -> list[tuple[float, float, float]]:
+    """(ln Z-hat, weight, sigma / Z-hat) of every AIS run of ``levels`` (per run ``log_z``,
+    ``n_chains`` and ``sigma``, the standard error of ln Z-hat), weighted by chains x
+    temperatures as `pooled_log_z` weighs them."""
+    return [(run["log_z"], run["n_chains"] * level["n_betas"], math.expm1(3 * run["sigma"]) / 3)
+            for level in levels for run in level.get("ais", {}).values()
+            if {"log_z", "n_chains", "sigma"} <= set(run)]
+
+
+def pool_estimates(estimates: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+    """(ln Z-hat, ln(Z-hat - 3 sigma), ln(Z-hat + 3 sigma)) of Z-hat = sum_i w_i Z-hat_i /
+    sum_i w_i from (ln Z-hat_i, w_i, sigma_i / Z-hat_i): unbiased when each Z-hat_i is and the
+    weights are fixed in advance, sigma = sqrt(sum_i w_i^2 sigma_i^2) / sum_i w_i for
+    independent runs. The lower end is -inf when 3 sigma >= Z-hat."""
+    weights = [weight for _, weight, _ in estimates]
+    log_z = log_weighted_mean([value for value, _, _ in estimates], weights)
+    relative = math.sqrt(sum((weight / sum(weights) * math.exp(value - log_z) * spread) ** 2
+                             for value, weight, spread in estimates))
+    low = log_z + math.log1p(-3 * relative) if 3 * relative < 1 else -math.inf
+    return log_z, low, log_z + math.log1p(3 * relative)
+
+
 def log_weighted_mean(log_values: list[float], weights: list[float]) -> float:
     """ln(sum_i w_i e^{x_i} / sum_i w_i), computed without overflow."""
     terms = [math.log(weight) + value for value, weight in zip(log_values, weights)]
@@ -229,7 +251,10 @@ def judge_conservative(levels: list[dict], cross_check: dict | None = None) -> N
     route = min(kept, key=lambda name: records[name]["whole"]) if kept else None
     record = records[route] if route else {"whole": math.inf, "rows": math.inf,
                                            "stderr": math.inf}
-    last.update(refuted=left_out, refuted_by_check=by_check, raise_path=route,
+    # The check's estimate stays with the level, so a verdict needs no other argument.
+    checked = {key: cross_check[key] for key in ("nll", "stderr")} if by_check else None
+    last.update(refuted=left_out, refuted_by_check=by_check, refuting_check=checked,
+                raise_path=route,
                 own_conservative=record["whole"], own_conservative_stderr=record["stderr"],
                 conservative=record["whole"], conservative_rows=record["rows"],
                 conservative_stderr=record["stderr"])
@@ -294,9 +319,10 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
     if last.get("refuted_by_check"):
         listed = "; ".join(f"{route}: {nll:.2f}"
                            for route, nll in last["refuted_by_check"].items())
+        check = last["refuting_check"]
         reasons.append(
-            f"RAISE ({listed}) falls below the tempering estimate ({cross_check['nll']:.2f} +/- "
-            f"{cross_check['stderr']:.2f}) by more than 3 standard errors + 1 nat, so it is "
+            f"RAISE ({listed}) falls below the tempering estimate ({check['nll']:.2f} +/- "
+            f"{check['stderr']:.2f}) by more than 3 standard errors + 1 nat, so it is "
             "left out: its annealing model misses mass that the tempering chains reach, so "
             "RAISE, which bounds that model's NLL, errs low")
     if not math.isfinite(last["conservative"]):

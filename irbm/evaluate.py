@@ -302,6 +302,12 @@ def bdmc_log_partition(model, samples, *, betas, base=None, path=None, base_data
     """
     started = time.perf_counter()
     samples = model.check_visible(torch.as_tensor(samples))
+    if n_clusters < 1 or samples.shape[0] % n_clusters:
+        raise ValueError(f"n_clusters ({n_clusters}) must divide the number of samples "
+                         f"({samples.shape[0]}): each of its chains gave as many")
+    if base_data is None and (model.default_ais_base if base is None else base) == "data":
+        raise ValueError("a data base needs base_data (the training rows): the samples "
+                         "themselves would make the base depend on what is evaluated")
     estimate = raise_nll(model, samples, betas=betas, base=base, path=path,
                          base_data=base_data, seed=seed, progress=progress)
     inverse = estimate.log_likelihoods + free_energies(model, samples).double()  # ln(1/Z)-hat
@@ -556,5 +562,6 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                    last["n_betas"], int(n_chains), time.perf_counter() - started, tolerance,
                    levels, ais_kept, bases, paths,
                    None if max_seconds is None else float(max_seconds),
-                   None if not verdict(levels, tolerance=tolerance, out_of_time=False)
+                   None if not verdict(levels, tolerance=tolerance, out_of_time=False,
+                                       cross_check=check)
                    else out_of_time or None, check)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import runs
 from ._io import atomic_write
-from .bracket import log_weighted_mean
+from .bracket import level_estimates, pool_estimates
 from .models import FAMILIES
 
 COLUMNS = ("Model", "Size", "Epoch", "Settings", "ln Z-hat", "ln(Z-hat -/+ 3 sigma)",
@@ -37,44 +37,55 @@ def _model_name(record: dict) -> str:
 
 def best_evaluation(run_dir) -> tuple[dict, str | None, list[dict]]:
     """(the evaluation of the run's current model with the highest ln Z, None, the other
-    evaluations of that model), or (the latest evaluation, why it is stale, []) when none is of
-    the current model. The highest heads the row for its diagnostics; the row's ln Z pools
-    them all (`pooled_log_partition`)."""
+    evaluations of that same model in file order), or (the latest evaluation, why it is stale,
+    []) when none is of the current model. The highest heads the row for its diagnostics; the
+    row's ln Z pools them all (`pooled_log_partition`)."""
     record, stale = runs.current_evaluation(run_dir)
     if stale:
         return record, stale, []
-    cache, seen, current = {}, set(), []
+    cache, current = {}, {}
     for r in runs.read_evaluations(run_dir):
-        # A re-judged record (a cross-check appended) repeats its AIS run: count it once.
-        if runs.staleness(run_dir, r, cache) is None and r["log_z"] not in seen:
-            seen.add(r["log_z"])
-            current.append(r)
-    best = max(current, key=lambda r: r["log_z"])
-    return best, None, [r for r in current if r is not best]
+        # A re-judged record (a cross-check appended) repeats its AIS run: the later one
+        # stands for it, in its place in the file's order.
+        if runs.staleness(run_dir, r, cache) is None:
+            current.pop(r["log_z"], None)
+            current[r["log_z"]] = r
+    best = max(current.values(), key=lambda r: r["log_z"])
+    # Only evaluations of the model the best one describes (a run's "best" and "latest"
+    # models are both current, and their ln Z must not be pooled).
+    same = [r for r in current.values()
+            if r is not best and r.get("model_sha256") == best.get("model_sha256")]
+    return best, None, same
+
+
+def _estimates(record: dict) -> list[tuple[float, float, float]]:
+    """(ln Z-hat, weight, sigma / Z-hat) of each AIS run behind an evaluation: a bracket's runs
+    of every level and path (its ln Z may be the certain floor instead), else its one run."""
+    return level_estimates(record.get("bracket", {}).get("levels", [])) or [
+        (record["log_z"], record["n_chains"] * record["n_betas"],
+         math.expm1(record["log_z_high"] - record["log_z"]) / 3)]
 
 
 def pooled_log_partition(records: list[dict]) -> tuple[float, float, float]:
-    """(ln Z-hat, ln(Z-hat - 3 sigma), ln(Z-hat + 3 sigma)) of sum_i w_i Z-hat_i, w_i
-    proportional to record i's chains x temperatures.
+    """(ln Z-hat, ln(Z-hat - 3 sigma), ln(Z-hat + 3 sigma)) of one Z-hat pooled over the AIS
+    runs of ``records`` (`irbm.bracket.pool_estimates`, weighted by chains x temperatures), or
+    the certain floor (the highest ``log_z_floor``) three times when higher.
 
-    Every AIS Z-hat is unbiased, so a pool with weights fixed in advance is too, and its log is
-    one stochastic lower bound of ln Z (`irbm.bracket.pooled_log_z`). The highest of m
-    evaluations is not: it overshoots by k nats with probability up to m e^-k. Each record's
-    sigma is read from its ``log_z_high``; the pool's is sqrt(sum_i w_i^2 sigma_i^2)."""
-    weights = [r["n_chains"] * r["n_betas"] for r in records]
-    log_z = log_weighted_mean([r["log_z"] for r in records], weights)
-    # sigma_i / Z-hat_i from the stored ln(Z-hat + 3 sigma); each term's share of the pool.
-    relative = math.sqrt(sum(
-        (w / sum(weights) * math.exp(r["log_z"] - log_z)
-         * (math.exp(r["log_z_high"] - r["log_z"]) - 1) / 3) ** 2
-        for w, r in zip(weights, records)))
-    low = log_z + math.log(1 - 3 * relative) if 3 * relative < 1 else -math.inf
-    return log_z, low, log_z + math.log1p(3 * relative)
+    Every AIS Z-hat is unbiased, so the pool is too, and its log is one stochastic lower bound
+    of ln Z. The highest of m evaluations is not: it overshoots by k nats with probability up
+    to m e^-k."""
+    log_z, low, high = pool_estimates([estimate for record in records
+                                       for estimate in _estimates(record)])
+    floor = max(record.get("log_z_floor", -math.inf) for record in records)
+    return (floor, floor, floor) if floor > log_z else (log_z, low, high)
 
 
 def _latest_bracket(run_dir, record, others) -> dict | None:
-    """The latest bracket among the current model's evaluations (None: never bracketed)."""
-    brackets = [r["bracket"] for r in [*others, record] if "bracket" in r]
+    """The latest bracket (in the file's order) among the evaluations of the row's model (None:
+    never bracketed)."""
+    in_order = [r for r in runs.read_evaluations(run_dir)
+                if any(r is kept or r == kept for kept in (record, *others))]
+    brackets = [r["bracket"] for r in in_order if "bracket" in r]
     return brackets[-1] if brackets else None
 
 
@@ -98,8 +109,7 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
                          f"{run_dir}` again, or pass --allow-stale to report it marked stale")
     split = "test" if "test" in record["nll"] else next(iter(record["nll"]), None)
     nll = record["nll"].get(split) if split else None
-    log_z, log_z_low, log_z_high = pooled_log_partition([record, *others]) if others else (
-        record["log_z"], record["log_z_low"], record["log_z_high"])
+    log_z, log_z_low, log_z_high = pooled_log_partition([record, *others])
     settings = runs.read_settings(run_dir)
     ess = record.get("effective_sample_size")
     ais = f"{record.get('base')}, {record.get('n_chains')} x {record.get('n_betas')}" + (

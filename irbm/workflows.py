@@ -20,7 +20,7 @@ from . import checkpoint as ckpt
 from . import runs
 from ._io import atomic_write
 from .ais import estimate_log_partition
-from .bracket import rejudge
+from .bracket import level_estimates, pool_estimates, rejudge
 from .datasets import ALIASES, LOADERS, load_dataset
 from .evaluate import (
     bracket_nll,
@@ -323,9 +323,12 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
     log_z = result.log_z
     if bracket:
         record["bracket"] = interval.summary()
-        log_z = interval.log_partition  # the AIS estimate, or the certain floor when higher
-        if log_z != record["log_z"]:  # the floor: ln Z is known no better than that
+        log_z = interval.log_partition  # the pooled AIS estimate, or the floor when higher
+        if log_z == interval.log_partition_floor:  # ln Z is known no better than that
             record.update(log_z=log_z, log_z_low=log_z, log_z_high=log_z, log_z_source="floor")
+        else:  # every AIS run of the bracket, pooled (irbm.bracket.pooled_log_z)
+            pooled, low, high = pool_estimates(level_estimates(interval.levels))
+            record.update(log_z=pooled, log_z_low=low, log_z_high=high, log_z_source="pooled")
     for split in ("train", "valid", "test"):
         values = getattr(dataset, split)
         if values is not None and len(values):

@@ -105,6 +105,8 @@ def main(argv=None) -> int:
     parser.add_argument("--every", type=int, default=50,
                         help="evaluate only snapshots whose epoch is a multiple of this")
     args = parser.parse_args(argv)
+    if args.every < 1:
+        parser.error(f"--every must be at least 1, got {args.every}")
     apply_threads(args.threads)
     cache_path = args.out.with_suffix(".json")
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
@@ -131,7 +133,9 @@ def main(argv=None) -> int:
             elif "active_units" not in points[snapshot.name]:  # cached before it was counted
                 model, _ = runs.run_model(snapshot, which="latest")
                 points[snapshot.name]["active_units"] = active_units(model)
-        epochs = sorted(points, key=int)
+        # The cache is the record (snapshots are not committed): every cached epoch on the
+        # --every grid, whether or not its snapshot is still on this machine.
+        epochs = sorted((epoch for epoch in points if int(epoch) % args.every == 0), key=int)
         nll_axes.plot([int(e) for e in epochs], [points[e]["nll"] for e in epochs], marker="o",
                       markersize=3, color=colour, linestyle=style, label=label)
         table.append(settling_row(label, [points[e] for e in epochs], history))

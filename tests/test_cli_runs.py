@@ -245,6 +245,34 @@ def test_the_pooled_ln_z_weighs_by_chains_x_temperatures_and_combines_the_sigmas
     assert low == pytest.approx(100.0 + math.log(pool - 3 * sigma))
 
 
+def test_the_report_pools_only_one_models_evaluations_and_shows_the_latest_bracket(
+        monkeypatch):
+    """A run's "best" and "latest" models are both current: their evaluations are not pooled.
+    A re-judged bracket (a cross-check appended with the same AIS run) replaces the earlier
+    record, in its place, and its bracket is the row's."""
+    from irbm import report
+
+    def record(log_z, sha, bracket=None):
+        return {"log_z": log_z, "log_z_high": log_z + 0.1, "n_chains": 10, "n_betas": 10,
+                "model_sha256": sha, **({"bracket": bracket} if bracket else {})}
+
+    first = record(5.0, "a", {"optimistic": 1.0, "conservative": 3.0, "levels": []})
+    rejudged = {**first, "bracket": {**first["bracket"], "conservative": 9.0},
+                "cross_checked": True}
+    other_model, later = record(50.0, "b"), record(4.0, "a")
+    stored = [first, other_model, later, rejudged]
+    monkeypatch.setattr(report.runs, "current_evaluation", lambda run_dir: (rejudged, None))
+    monkeypatch.setattr(report.runs, "read_evaluations",
+                        lambda run_dir: [dict(r) for r in stored])
+    monkeypatch.setattr(report.runs, "staleness", lambda run_dir, r, cache: None)
+    best, stale, others = report.best_evaluation("run")
+    assert best["log_z"] == 50.0 and others == []  # model b alone
+    stored.remove(other_model)
+    best, stale, others = report.best_evaluation("run")
+    assert best == rejudged and others == [later]
+    assert report._latest_bracket("run", best, others)["conservative"] == 9.0
+
+
 def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, tmp_path,
                                                                        capsys):
     from irbm.cli import main
@@ -260,6 +288,11 @@ def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, 
     assert check["bdmc"]["n_betas"] == bracket["levels"][-1]["n_betas"]
     assert f"BDMC from 256 of its samples: NLL at most {check['bdmc']['nll']:.2f}" in printed
     assert bracket["n_rows"] == 20 and bracket["n_chains"] == 10 and bracket["tolerance"] == 0.5
+    # The record's ln Z is the bracket's: every AIS run pooled (with its sigma), or the floor.
+    assert record["log_z"] == pytest.approx(bracket["log_z"], abs=1e-9)
+    assert record["log_z_source"] == ("floor" if bracket["log_z"] == bracket["log_z_floor"]
+                                      else "pooled")
+    assert record["log_z_low"] <= record["log_z"] <= record["log_z_high"]
     assert bracket["width"] == pytest.approx(bracket["conservative"] - bracket["optimistic"])
     assert bracket["certified"] == (not bracket["reasons"])
     assert record["log_z"] == bracket["log_z"] >= bracket["log_z_floor"]

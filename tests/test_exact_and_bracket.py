@@ -274,6 +274,22 @@ def test_the_tempering_cross_check_lands_on_the_exact_nll_inside_the_bracket(ful
     assert bracket.certified is True and bracket.summary()["cross_check"] == check
 
 
+def test_a_tempering_estimate_above_raise_refutes_it_inside_bracket_nll(full_size, monkeypatch):
+    """The bracket judges its conservative side again once the check has run: a check far
+    above every RAISE route (faked here) leaves none, and the verdict names it."""
+    import irbm.evaluate as evaluate
+    model, log_z, rows = full_size("rbm", BRACKET_HIDDEN)
+    exact = exact_nll("rbm", model, log_z, rows)
+    monkeypatch.setattr(evaluate, "cross_check", lambda *args, **kwargs: {
+        "nll": exact + 20.0, "stderr": 0.1, "passages": 10, "route": "linear"})
+    bracket = bracket_nll(model, rows, base_data=None, rows=30, tolerance=1.0, seed=0,
+                          n_chains=16, n_betas=250, tempering=True)
+    assert bracket.conservative == math.inf and bracket.certified is False
+    assert bracket.levels[-1]["refuted_by_check"] and bracket.stopped_by is None
+    assert any(f"falls below the tempering estimate ({exact + 20:.2f} +/- 0.10)" in reason
+               for reason in bracket.reasons), bracket.reasons
+
+
 def test_bracket_out_of_time_says_why(full_size):
     model, log_z, rows = full_size("rbm", BRACKET_HIDDEN)
     bracket = bracket_nll(model, rows, base_data=None, rows=30, tolerance=1.0, seed=0,

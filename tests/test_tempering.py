@@ -149,6 +149,11 @@ def test_bdmc_from_exact_samples_bounds_ln_z_from_above_and_is_tight(example):
         assert abs(tight["log_z"] - exact) < 4 * tight["stderr"] + 0.02, (path, tight, exact)
         # Few temperatures: a looser bound, still above ln Z (beyond its noise).
         assert short["log_z"] > exact - 3 * short["stderr"], (path, short, exact)
+    with pytest.raises(ValueError, match="must divide"):
+        bdmc_log_partition(model, samples, betas=np.linspace(0, 1, 3), base="model",
+                           n_clusters=7)
+    with pytest.raises(ValueError, match="needs base_data"):
+        bdmc_log_partition(model, samples, betas=np.linspace(0, 1, 3), base="data")
 
 
 def test_tempering_keeps_samples_of_the_model_replica_that_follow_the_model():

@@ -48,3 +48,11 @@ def test_rows_judge_each_run_from_the_settling_epoch_on(tmp_path):
     # A rerun evaluates nothing again: the cached snapshots are kept as they are.
     script.snapshot_nll = lambda *args: pytest.fail("evaluated a cached snapshot again")
     assert script.main(argv) == 0
+    # Cached epochs off the --every grid are left out of the table (epoch 3 is cached here).
+    cache = json.loads(out.with_suffix(".json").read_text())
+    cache["rule a/seed 1"]["3"] = {**cached["2"], "epoch": 3, "nll": 1e6}
+    out.with_suffix(".json").write_text(json.dumps(cache))
+    assert script.main(argv) == 0
+    assert "1000000.0" not in out.with_suffix(".md").read_text()
+    with pytest.raises(SystemExit):
+        script.main([*argv[:-2], "--every", "0"])
