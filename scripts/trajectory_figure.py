@@ -10,7 +10,8 @@ family's annealing paths (pilot-tuned schedules, data base from the training set
 highest ln Z: an optimistic point estimate at a modest budget, enough to see swings of several
 nats, not a bracket (`irbm evaluate --bracket` gives those for the rows of the tables). Results
 are cached per snapshot in OUT.json, so a rerun evaluates only new snapshots (``--every N``:
-only epochs that are multiples of N). Writes OUT.png, OUT.json and OUT.md, a table per run of
+only epochs that are multiples of N; ``--until E``: none after epoch E; a run without snapshots
+yet is skipped). Writes OUT.png, OUT.json and OUT.md, a table per run of
 the NLL and size from epoch 500 on: their mean, range and the largest move between neighbouring
 snapshots, which is what "settles" means here.
 """
@@ -102,6 +103,8 @@ def main(argv=None) -> int:
     parser.add_argument("--chains", type=int, default=100)
     parser.add_argument("--betas", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--until", type=int, default=10**9,
+                        help="leave out snapshots after this epoch")
     parser.add_argument("--every", type=int, default=50,
                         help="evaluate only snapshots whose epoch is a multiple of this")
     args = parser.parse_args(argv)
@@ -118,12 +121,17 @@ def main(argv=None) -> int:
         colour = colours.setdefault(rule, f"C{len(colours)}")
         style = styles.setdefault(seed, ("-", "--", ":", "-.")[len(styles) % 4])
         run = Path(run)
-        history = json.loads((run / runs.HISTORY_FILE).read_text())["history"]
+        history = [record for record in
+                   json.loads((run / runs.HISTORY_FILE).read_text())["history"]
+                   if record["epoch"] <= args.until] if (run / runs.HISTORY_FILE).exists() \
+            else []
         size_axes.plot([r["epoch"] for r in history], [r["n_hidden"] for r in history],
                        color=colour, linestyle=style, label=label)
         points = cache.setdefault(label, {})
-        for snapshot in sorted((run / "snapshots").iterdir(), key=lambda p: int(p.name)):
-            if int(snapshot.name) % args.every:
+        snapshots = sorted((run / "snapshots").iterdir(), key=lambda p: int(p.name)) \
+            if (run / "snapshots").is_dir() else []
+        for snapshot in snapshots:
+            if int(snapshot.name) % args.every or int(snapshot.name) > args.until:
                 continue
             if snapshot.name not in points:
                 points[snapshot.name] = snapshot_nll(snapshot, args.chains, args.betas)
@@ -135,7 +143,8 @@ def main(argv=None) -> int:
                 points[snapshot.name]["active_units"] = active_units(model)
         # The cache is the record (snapshots are not committed): every cached epoch on the
         # --every grid, whether or not its snapshot is still on this machine.
-        epochs = sorted((epoch for epoch in points if int(epoch) % args.every == 0), key=int)
+        epochs = sorted((epoch for epoch in points
+                         if int(epoch) % args.every == 0 and int(epoch) <= args.until), key=int)
         nll_axes.plot([int(e) for e in epochs], [points[e]["nll"] for e in epochs], marker="o",
                       markersize=3, color=colour, linestyle=style, label=label)
         table.append(settling_row(label, [points[e] for e in epochs], history))
