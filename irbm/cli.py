@@ -183,8 +183,11 @@ def build_parser() -> argparse.ArgumentParser:
                           help="cross-check a bracket by parallel tempering with Bennett's "
                           "acceptance ratio (64 temperatures, 32 ladders, SWEEPS sweeps; 2000 "
                           "suit a trained model): with --bracket the new one, without it the run's "
-                          "latest bracket (appended as a new record); a point estimate outside "
-                          "the bracket withholds certification")
+                          "latest bracket (appended as a new record), along the route of its "
+                          "highest AIS run or --ais-path from --base; a point estimate outside "
+                          "the bracket withholds certification, and BDMC from 8 of its samples "
+                          "per ladder bounds the NLL from above as far as they are draws from "
+                          "the model")
     _system_options(evaluate)
 
     sample = commands_parser.add_parser(

@@ -322,7 +322,7 @@ def bdmc_log_partition(model, samples, *, betas, base=None, path=None, base_data
 
 
 def cross_check(model, data, levels, *, base_data, bases, tempering=True, seed=0,
-                progress=False, free_all=None) -> dict:
+                progress=False, free_all=None, path=None, base=None) -> dict:
     """The bracket's independent point estimate: mean_n F(v_n) + ln Z-hat by parallel tempering
     (`irbm.tempering`) along the route of the optimistic side of ``levels`` (a bracket's
     per-level records), from the same base.
@@ -339,6 +339,8 @@ def cross_check(model, data, levels, *, base_data, bases, tempering=True, seed=0
         arguments.
     seed : int, the bracket's seed (tempering uses seed + 7).
     free_all : Tensor (N,), optional: F of ``data`` when already computed.
+    path, base : str, optional
+        Another route than the optimistic side's (e.g. the base whose ladder mixes better).
 
     Returns
     -------
@@ -358,8 +360,10 @@ def cross_check(model, data, levels, *, base_data, bases, tempering=True, seed=0
     kept = max(levels, key=lambda level: level.get("own_optimistic", level["optimistic"]))
     route = kept["best_path"]
     # Routes are named "path, base base" when both bases ran, else by the path alone.
-    kind, _, base = route.partition(", ")
-    base = base.removesuffix(" base") or bases[0]
+    kind, _, kept_base = route.partition(", ")
+    kind, base = path or kind, base or kept_base.removesuffix(" base") or bases[0]
+    if path or base != (kept_base.removesuffix(" base") or bases[0]):
+        route = f"{kind}, {base} base"
     if kind == "trajectory":  # tempering needs one model's path: the family's default
         kind, route = None, f"{route} (tempering along the model's default path)"
     result = estimate_log_partition_tempering(model, **settings, base=base, path=kind,

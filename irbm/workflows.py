@@ -272,7 +272,8 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
                          f"{tempering_sweeps}")
     if tempering_sweeps is not None and not bracket:
         return cross_check_run(run_dir, tempering_sweeps, which=which, data_dir=data_dir,
-                               device=device, progress=progress, echo=echo)
+                               device=device, progress=progress, echo=echo, path=path,
+                               base=base)
     say = echo or logger.info
     check_device(device)
     run_dir = runs.require_run(run_dir)
@@ -361,10 +362,11 @@ def _tempering(sweeps) -> dict:
 
 
 def cross_check_run(run_dir, sweeps: int, *, which=None, data_dir=None, device=None,
-                    progress=True, echo=None) -> dict:
+                    progress=True, echo=None, path=None, base=None) -> dict:
     """Cross-check the latest bracket of the run's current model (of its ``which`` model,
     "best" or "latest", when such a bracket exists) by parallel tempering
-    (`irbm.evaluate.cross_check`) and append it, re-judged (`irbm.bracket.rejudge`), as a new
+    (`irbm.evaluate.cross_check`, along ``path`` from ``base`` when given, else along the
+    bracket's highest AIS run) and append it, re-judged (`irbm.bracket.rejudge`), as a new
     evaluation record (the earlier record stays as it was); returns the new record."""
     say = echo or logger.info
     check_device(device)
@@ -384,10 +386,9 @@ def cross_check_run(run_dir, sweeps: int, *, which=None, data_dir=None, device=N
     bases = bracket.get("bases") or [record.get("base", "data")]
     say(f"cross-checking the bracket of {run_dir} by parallel tempering ({sweeps} sweeps)")
     check = cross_check(model, torch.as_tensor(dataset.test), bracket["levels"],
-                        base_data=None if bases == ["model"] else torch.as_tensor(dataset.train),
-                        bases=bases,
+                        base_data=torch.as_tensor(dataset.train), bases=bases,
                         tempering=_tempering(sweeps), seed=record.get("seed", 0) or 0,
-                        progress=progress)
+                        progress=progress, path=path, base=base)
     judged = rejudge({**bracket, "cross_check": check})
     say(f"  tempering ({check['route']}): NLL {check['nll']:.2f} +/- {check['stderr']:.2f}, "
         f"{check['passages']} passages from base to model{describe_bdmc(check)}; bracket "

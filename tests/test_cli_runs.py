@@ -346,6 +346,10 @@ def test_tempering_cross_checks_the_latest_bracket_in_a_new_record(run_dir, caps
     assert bdmc["n_samples"] == 256
     assert bdmc["n_betas"] == checked["bracket"]["levels"][-1]["n_betas"]
     assert f"BDMC from 256 of its samples: NLL at most {bdmc['nll']:.2f}" in printed
+    # Another route than the bracket's highest run: named by --ais-path and --base.
+    assert main(["evaluate", str(run_dir), "--tempering", "12", "--base", "model",
+                 "--ais-path", "linear"]) == 0
+    assert evaluations(run_dir)[-1]["bracket"]["cross_check"]["route"] == "linear, model base"
 
 
 def test_report_refuses_results_of_an_earlier_model(run_dir, tmp_path, monkeypatch):
