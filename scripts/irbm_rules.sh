@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Issue 27's comparison of the iRBM's training rules on CalTech101 at the paper's settings
+# (lr 0.05, L1 1e-3, beta 1.01), two seeds each, 1,000 epochs, snapshots every 50; then the
+# test NLL of every snapshot (scripts/trajectory_figure.py: the figure, and the table of
+# whether each run's size and NLL settle). The seed-1234 runs of the first three rules are
+# scripts/caltech101_brackets.sh's. RUNS: where the runs live (default runs/). Every step
+# resumes where it stopped.
+set -euo pipefail
+RUNS="${RUNS:-runs}"
+cd "$(dirname "$0")/.."
+common=(--n-hidden 1 --beta 1.01 --lr 0.05 --l1 0.001 --batch-size 64 --cd-k 10 --threads 1)
+train() { EVERY=50 EPOCHS=1000 bash scripts/train_snapshots.sh "$RUNS/$1" irbm caltech101 \
+    "${@:2}" "${common[@]}"; }
+train seed2/irbm-default --seed 2
+train seed2/irbm-authors --profile authors --seed 2
+train seed2/irbm-growth-data --growth data --seed 2
+# One of the authors' differences alone: ADAGRAD's epsilon inside the root.
+train rules/irbm-eps-inside-s1234 --epsilon-placement inside --seed 1234
+# Biases free of L1 (--regularization weights): it never shrinks, stopped at 300 epochs.
+EVERY=50 EPOCHS=300 bash scripts/train_snapshots.sh "$RUNS/rules/irbm-weights-s1234" irbm \
+    caltech101 --regularization weights --seed 1234 "${common[@]}"
+python scripts/trajectory_figure.py \
+    "irbm default/seed 1234=$RUNS/irbm-l1e-3" "irbm default/seed 2=$RUNS/seed2/irbm-default" \
+    "authors profile/seed 1234=$RUNS/irbm-authors" "authors profile/seed 2=$RUNS/seed2/irbm-authors" \
+    "growth on the data's z/seed 1234=$RUNS/irbm-growth-data" \
+    "growth on the data's z/seed 2=$RUNS/seed2/irbm-growth-data" \
+    "epsilon inside the root/seed 1234=$RUNS/rules/irbm-eps-inside-s1234" \
+    "L1 on the weights only/seed 1234=$RUNS/rules/irbm-weights-s1234" \
+    --until 1000 --out results/caltech101_irbm_trajectory
