@@ -162,27 +162,56 @@ def control_variate(free_all: torch.Tensor, free_rows: torch.Tensor,
     return float(free_all.double().mean() + per_row.mean()), stderr
 
 
-def pooled_log_z(levels: list[dict]) -> float:
-    """ln sum_i w_i Z-hat_i over every AIS run of ``levels`` (each level's ``n_betas`` and
-    ``ais``: per route ``log_z`` and ``n_chains``), with weights w_i proportional to the run's
-    chains x temperatures and summing to 1.
+def pool_weights(levels: list[dict]) -> list[tuple[dict, float]]:
+    """Each AIS run of ``levels`` (per level ``n_betas`` and ``ais``: per route ``log_z`` and
+    ``n_chains``) with its weight in the pool, weights fixed before the run is drawn.
 
-    Each Z-hat_i is unbiased and the weights are fixed before the runs, so the pool is unbiased
+    A level weighs chains x temperatures in all. The first splits it so among its routes; each
+    later one shares it out in proportion to each route's Z-hat pooled over the levels before
+    (a route first seen there gets none). Such weights depend only on runs drawn earlier, so
+    with E[Z-hat] = Z for every run the pool stays unbiased (E[sum_i w_i Z-hat_i] = Z sum_i
+    E[w_i], a martingale), while a route whose ln Z-hat lags, such as a path that anneals
+    badly, stops diluting it: weighted alike, m routes lose up to ln m nats to the worst."""
+    weighted, earlier = [], {}
+    for level in levels:
+        runs = level["ais"]
+        sizes = {route: run["n_chains"] * level["n_betas"] for route, run in runs.items()}
+        known = {route: log_weighted_mean(*zip(*earlier[route]))
+                 for route in runs if route in earlier}
+        if known:
+            top = max(known.values())
+            shares = {route: math.exp(value - top) for route, value in known.items()}
+            scale = sum(sizes.values()) / sum(shares.values())
+            weights = {route: scale * shares.get(route, 0.0) for route in runs}
+        else:
+            weights = sizes
+        for route, run in runs.items():
+            if weights[route] > 0:
+                weighted.append((run, weights[route]))
+            earlier.setdefault(route, []).append((run["log_z"], sizes[route]))
+    return weighted
+
+
+def pooled_log_z(levels: list[dict]) -> float:
+    """ln sum_i w_i Z-hat_i / sum_i w_i over every AIS run of ``levels``, with the weights of
+    `pool_weights`.
+
+    Each Z-hat_i is unbiased and each weight is fixed before its run, so the pool is unbiased
     too and its log is one stochastic lower bound of ln Z (P(overshoot by k) <= e^-k); the
-    weights favour the runs with more temperatures, whose estimates vary less. The largest
-    ln Z-hat_i is no such bound: the best of m runs overshoots with probability up to m e^-k,
-    and a single lucky chain (an effective sample size near 1) can carry it a nat too high."""
-    runs = [(run["log_z"], run["n_chains"] * level["n_betas"])
-            for level in levels for run in level["ais"].values()]
-    return log_weighted_mean([log_z for log_z, _ in runs], [weight for _, weight in runs])
+    weights favour the runs with more temperatures, whose estimates vary less, and the routes
+    that found more mass. The largest ln Z-hat_i is no such bound: the best of m runs
+    overshoots with probability up to m e^-k, and a single lucky chain (an effective sample
+    size near 1) can carry it a nat too high."""
+    runs = pool_weights(levels)
+    return log_weighted_mean([run["log_z"] for run, _ in runs], [weight for _, weight in runs])
 
 
 def level_estimates(levels: list[dict]) -> list[tuple[float, float, float]]:
     """(ln Z-hat, weight, sigma / Z-hat) of every AIS run of ``levels`` (per run ``log_z``,
-    ``n_chains`` and ``sigma``, the standard error of ln Z-hat), weighted by chains x
-    temperatures as `pooled_log_z` weighs them."""
-    return [(run["log_z"], run["n_chains"] * level["n_betas"], math.expm1(3 * run["sigma"]) / 3)
-            for level in levels for run in level.get("ais", {}).values()
+    ``n_chains`` and ``sigma``, the standard error of ln Z-hat), with the weights of
+    `pool_weights`."""
+    return [(run["log_z"], weight, math.expm1(3 * run["sigma"]) / 3)
+            for run, weight in pool_weights(levels)
             if {"log_z", "n_chains", "sigma"} <= set(run)]
 
 

@@ -3,6 +3,7 @@ hand-made levels: each rule fires on the case it names and only there."""
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -262,3 +263,42 @@ def test_a_raise_route_below_the_tempering_estimate_is_left_out():
               "cross_check": check}
     fresh = rejudge(stored)
     assert fresh["conservative"] == 150.8 and fresh["levels"][0]["refuted_by_check"] == {}
+
+
+def test_later_levels_weigh_the_routes_by_what_earlier_levels_found():
+    """Level 1 weighs its routes by chains x temperatures; level 2 shares its weight out in
+    proportion to each route's earlier Z-hat, so a route 5 nats behind nearly drops out."""
+    from irbm.bracket import pool_weights, pooled_log_z
+    levels = [{"n_betas": 1000, "ais": {"a": {"log_z": 10.0, "n_chains": 100},
+                                        "b": {"log_z": 5.0, "n_chains": 100}}},
+              {"n_betas": 2000, "ais": {"a": {"log_z": 10.2, "n_chains": 100},
+                                        "b": {"log_z": 5.1, "n_chains": 100},
+                                        "c": {"log_z": 50.0, "n_chains": 100}}}]
+    weights = [weight for _, weight in pool_weights(levels)]
+    share_a = 1 / (1 + math.exp(-5.0))
+    assert weights == pytest.approx([1e5, 1e5, 6e5 * share_a, 6e5 * (1 - share_a)])
+    # Route c, first seen at level 2, gets no weight there: its 50 cannot carry the pool.
+    expected = math.log((1e5 * math.exp(10) + 1e5 * math.exp(5)
+                         + 6e5 * share_a * math.exp(10.2)
+                         + 6e5 * (1 - share_a) * math.exp(5.1)) / 8e5)
+    assert pooled_log_z(levels) == pytest.approx(expected)
+    # Weighted alike (the first level alone), the lagging route costs about ln 2.
+    assert pooled_log_z(levels[:1]) == pytest.approx(10 + math.log((1 + math.exp(-5)) / 2))
+
+
+def test_the_pool_with_weights_from_earlier_levels_is_unbiased():
+    """Monte Carlo: every run's Z-hat = Z x (mean-1 log-normal noise), routes of very
+    different quality, three levels; the mean of the pooled Z-hat / Z over many brackets is 1
+    (the weights of a level depend only on earlier levels)."""
+    from irbm.bracket import pooled_log_z
+    generator = np.random.default_rng(0)
+    sigmas = {"good": 0.3, "noisy": 2.0, "awful": 3.0}
+    ratios = []
+    for _ in range(20000):
+        levels = [{"n_betas": n_betas, "ais": {
+            route: {"log_z": sigma * generator.standard_normal() - sigma**2 / 2,
+                    "n_chains": 10} for route, sigma in sigmas.items()}}
+            for n_betas in (100, 200, 400)]
+        ratios.append(math.exp(pooled_log_z(levels)))
+    ratios = np.array(ratios)
+    assert abs(ratios.mean() - 1) < 4 * ratios.std() / math.sqrt(len(ratios)), ratios.mean()
