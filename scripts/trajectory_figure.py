@@ -153,7 +153,7 @@ def main(argv=None) -> int:
     nll_axes.set_xlabel("epoch")
     for axes in (size_axes, nll_axes):
         axes.grid(alpha=0.3)
-        axes.legend()
+        axes.legend(fontsize="small", ncol=2)
     figure.suptitle("CalTech101 iRBM: size and test NLL over training")
     figure.tight_layout()
     figure.savefig(args.out.with_suffix(".png"), dpi=100)
