@@ -47,8 +47,19 @@ def evaluate_command(model_dir: Path, bracket: dict, record: dict) -> str:
             + (f" --max-seconds {budget:g}" if budget else "")
             + (f" --base {bases[0]}" if len(bases) == 1 else "")
             + (f" --ais-path {paths[0]}" if len(paths) == 1 else "")
-            + (f" --tempering {bracket['cross_check']['n_sweeps']}"
-               if bracket.get("cross_check") else ""))
+            + _tempering_command(model_dir, record, bracket.get("cross_check")))
+
+
+def _tempering_command(model_dir, record, check) -> str:
+    """The cross-check: inside the bracket's command, or (a record re-judged after one) the
+    separate `irbm evaluate --tempering` that added it, along its route."""
+    if check is None:
+        return ""
+    if not record.get("cross_checked"):
+        return f" --tempering {check['n_sweeps']}"
+    path, _, base = check["route"].partition(", ")
+    route = f" --ais-path {path}" + (f" --base {base.removesuffix(' base')}" if base else "")
+    return f"`, then `irbm evaluate {shlex.quote(str(model_dir))} --tempering {check['n_sweeps']}{route}"
 
 
 def row_of(model_dir: Path) -> dict:
