@@ -59,7 +59,8 @@ def _tempering_command(model_dir, record, check) -> str:
         return f" --tempering {check['n_sweeps']}"
     path, _, base = check["route"].partition(", ")
     route = f" --ais-path {path}" + (f" --base {base.removesuffix(' base')}" if base else "")
-    return f"`, then `irbm evaluate {shlex.quote(str(model_dir))} --tempering {check['n_sweeps']}{route}"
+    return (f"`, then `irbm evaluate {shlex.quote(str(model_dir))} "
+            f"--tempering {check['n_sweeps']}{route}")
 
 
 def row_of(model_dir: Path) -> dict:
