@@ -28,6 +28,27 @@ All certified at 1 nat, all within 0.35 nat of the exact NLL (sides that cross a
 up to their noise: the pinned path's uniform-schedule sides are both 0.3 high). Such models are
 easy to anneal; trained ones are not (results/caltech101_brackets.md: 700-1,300 s and not
 certified at 1 nat on the CalTech101 models of 1,000 epochs).
+
+Annealing along the training trajectory (Béreux et al. 2024; `bracket_nll(..., paths=
+("trajectory",), trajectory=[...])`) measured on two trained CalTech101 iRBMs, 500 AIS chains,
+RAISE on 300 rows, data base, tuned schedule, a third process on the machine (session 14):
+
+| model | snapshots | temperatures | seconds | bracket | the other paths |
+|---|---|---|---|---|---|
+| iRBM, irbm default, 1,000 epochs, 640 units | 19, every 50 epochs | 1000 | 116 | [116.2, 308.8] | [142.60, 144.88] at 8,000 |
+| | | 2000 | 199 | [116.2, 328.4] | |
+| iRBM, authors' profile, 4,000 epochs, 659 units | 19, every 200 epochs | 1000 | 152 | [113.1, 167.4] | [132.62, 135.16] at 1,000 |
+| | | 2000 | 264 | [119.5, 170.4] | |
+
+Far worse than the linear and pinned paths at equal temperatures: the AIS side stayed at or near
+the certain floor (its ln Z 20-30 nats low) and RAISE 30-160 nats loose. Snapshots 50-200
+epochs (3,000-13,000 updates) apart are themselves far apart: units grow, are pruned and regrow
+at the same index, and the default run passes a degenerate snapshot (NLL 241 at epoch 950).
+Even one snapshot (4,000 epochs, the snapshot at 3,800 at t = 0.5, 1,000 uniform temperatures,
+200 chains, model base) lost to the linear path: ln Z 2047.45 against 2050.01, RAISE on 100
+rows 142.4 against 135.8, because the segment to the snapshot, which is as hard as the linear
+path, got half the temperatures. Béreux et al. anneal through many closely spaced snapshots;
+the trajectory path suits a run saved that densely, not `train_snapshots.sh`'s 50-500 epochs.
 """
 
 from __future__ import annotations
