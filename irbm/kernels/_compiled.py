@@ -143,7 +143,12 @@ def _softplus32(x):
     s = y / (2 + y) <= 1/3, by its series to s^13 (truncation below 1e-8; the result's relative
     error, about 2.5e-7, is the exp's). As fast as torch's softplus, and accurate for tiny y,
     where ln(1 + y) would round to 0."""
-    y = _exp32(-abs(x))
+    return _softplus32_of(x, _exp32(-abs(x)))
+
+
+@numba.njit(inline="always", **OPTIONS)
+def _softplus32_of(x, y):
+    """`_softplus32` given y = e^-|x|."""
     s = y / (F32(2.0) + y)
     s2 = s * s
     series = F32(1.0) + s2 * (F32(1 / 3) + s2 * (F32(0.2) + s2 * (F32(1 / 7) + s2 * (
@@ -153,6 +158,27 @@ def _softplus32(x):
 
 def _softplus(x):
     pass
+
+
+def _softplus_of(x, y):
+    pass
+
+
+@overload(_softplus_of, inline="always")
+def _softplus_of_overload(x, y):
+    """softplus(x) given y = e^-|x| (kept for the sigmoid that follows, which then needs no
+    other exp)."""
+    if x == types.float32:
+        return lambda x, y: _softplus32_of(x, y)
+    return lambda x, y: max(x, 0.0) + math.log1p(y)
+
+
+@numba.njit(inline="always", **OPTIONS)
+def _below_sigmoid(u, x, y):
+    """u < sigmoid(x) without a division, from y = e^-|x|: u (1 + y) < 1 for x >= 0 (where
+    e^-x = y), u (1 + y) < y below (e^-x = 1 / y)."""
+    one = _cast(1.0, u)
+    return u * (one + y) < (one if x >= _cast(0.0, x) else y)
 
 
 @overload(_softplus, inline="always")
@@ -282,9 +308,10 @@ def _ordered_units(preactivation, scale, penalties, log_tail, has_tail, z, draw_
     for row in numba.prange(n_rows):
         zero, one = _cast(0.0, preactivation[row, 0]), _cast(1.0, preactivation[row, 0])
         a = preactivation[row] * _cast(scale, zero)
-        columns = np.empty(n_columns, a.dtype)
+        columns, decay = np.empty(n_columns, a.dtype), np.empty(n_units, a.dtype)
         for i in range(n_units):  # vectorized
-            columns[i] = _softplus(a[i]) - penalties[i]
+            decay[i] = _exp(-abs(a[i]))
+            columns[i] = _softplus_of(a[i], decay[i]) - penalties[i]
         top = _prefix_sum_max(columns, n_units)
         if has_tail:
             columns[n_units] = columns[n_units - 1] + log_tail
@@ -306,7 +333,7 @@ def _ordered_units(preactivation, scale, penalties, log_tail, has_tail, z, draw_
         uniform = np.empty(4 * per_row, a.dtype)
         _row_uniforms(uniform, hidden_block + row * per_row, k0, k1)
         for i in range(selected):  # vectorized
-            hidden[row, i] = one if uniform[i] * (one + _exp(-a[i])) < one else zero
+            hidden[row, i] = one if _below_sigmoid(uniform[i], a[i], decay[i]) else zero
         for i in range(selected, n_units):
             hidden[row, i] = zero
 
@@ -327,9 +354,10 @@ def _ordered_statistics(preactivation, penalties, log_tail, has_tail, row_weight
         a = preactivation[row]
         zero, one = _cast(0.0, a[0]), _cast(1.0, a[0])
         tiny = _smallest_normal(a[0])
-        columns = np.empty(n_columns, a.dtype)
+        columns, decay = np.empty(n_columns, a.dtype), np.empty(n_units, a.dtype)
         for i in range(n_units):  # vectorized
-            columns[i] = _softplus(a[i]) - penalties[i]
+            decay[i] = _exp(-abs(a[i]))
+            columns[i] = _softplus_of(a[i], decay[i]) - penalties[i]
         top = _prefix_sum_max(columns, n_units)
         if has_tail:
             columns[n_units] = columns[n_units - 1] + log_tail
@@ -345,7 +373,8 @@ def _ordered_statistics(preactivation, penalties, log_tail, has_tail, row_weight
         for i in range(n_units):  # vectorized
             weight = min(reverse[n_columns - 1 - i] / total, one) * -row_weights[row]
             kept[row, i] = weight
-            value = weight / (one + _exp(-a[i]))
+            # sigmoid(a) = 1 / (1 + y) for a >= 0, y / (1 + y) below, y = e^-|a|.
+            value = weight * (one if a[i] >= zero else decay[i]) / (one + decay[i])
             weighted_hidden[row, i] = value if abs(value) >= tiny else zero
         if has_tail:
             tail[row] = min(reverse[0] / total, one) * -row_weights[row]
