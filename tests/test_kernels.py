@@ -346,6 +346,22 @@ def test_a_zero_uniform_never_turns_on_a_unit_of_zero_probability(monkeypatch):
         assert float(sample.sum()) == 0.0, mode
 
 
+@needs_kernels
+@pytest.mark.parametrize("a", [-90.0, -200.0])
+def test_a_zero_uniform_never_turns_on_an_ordered_unit_of_zero_probability(a):
+    """The z step's sigmoid reuses the softplus's e^-|a|, which float32 clamps at e^-87: past
+    it that must count as 0, as in the eager path (found by a review)."""
+    stream = PhiloxGenerator(0)
+    stream.position = 14_883_995  # its first float32 uniform is exactly 0
+    assert float(copy_of(stream).uniform((1, 4))[0, 0]) == 0.0
+    h, _, _ = ordered_hidden(torch.full((1, 4), a), torch.zeros(4), None, stream,
+                             z=torch.full((1,), 4))
+    assert float(h.sum()) == 0.0
+    weighted, _, _, _ = kernels.ordered_statistics(torch.full((3, 4), a), torch.zeros(4), 0.5,
+                                                   -torch.ones(3), PhiloxGenerator(1))
+    assert float(weighted.abs().max()) == 0.0
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_precision_uniforms_lie_below_one(dtype):
     draws = PhiloxGenerator(5).uniform((4000, 9), dtype)

@@ -89,8 +89,9 @@ def _uniforms(out, first_block, k0, k1):
 @numba.njit(inline="always", **OPTIONS)
 def _exp32(x):
     """e^x for float32 x: x = k ln 2 + r, |r| <= ln 2 / 2, e^r by a degree-6 Taylor polynomial
-    (relative error < 2.5e-7), 2^k written into the exponent bits; e^-87 below -87 and inf
-    above 88.37 (where the exponent bits would overflow into the sign), as libm saturates."""
+    (relative error < 2.5e-7), 2^k written into the exponent bits; e^-87 below -87 (where
+    libm returns subnormals, then 0: callers that need 0 there use `_decay`) and inf above
+    88.37 (where the exponent bits would overflow into the sign)."""
     big = x > F32(88.37)
     x = min(max(x, F32(-87.0)), F32(88.37))
     k = np.int32(x * F32(1.4426950408889634) + F32(128.5)) - np.int32(128)
@@ -158,6 +159,20 @@ def _softplus32_of(x, y):
 
 def _softplus(x):
     pass
+
+
+def _decay(x):
+    pass
+
+
+@overload(_decay, inline="always")
+def _decay_overload(x):
+    """y = e^-|x|, and 0 where e^|x| overflows (|x| past 87 in float32, where `_exp32` clamps,
+    past 708 in float64): there sigmoid(x) is 0 or 1 and a zero uniform must not turn a unit
+    of probability 0 on, as in the eager path."""
+    if x == types.float32:
+        return lambda x: _exp32(-abs(x)) if abs(x) <= F32(87.0) else F32(0.0)
+    return lambda x: math.exp(-abs(x)) if abs(x) <= 708.0 else 0.0
 
 
 def _softplus_of(x, y):
@@ -310,7 +325,7 @@ def _ordered_units(preactivation, scale, penalties, log_tail, has_tail, z, draw_
         a = preactivation[row] * _cast(scale, zero)
         columns, decay = np.empty(n_columns, a.dtype), np.empty(n_units, a.dtype)
         for i in range(n_units):  # vectorized
-            decay[i] = _exp(-abs(a[i]))
+            decay[i] = _decay(a[i])
             columns[i] = _softplus_of(a[i], decay[i]) - penalties[i]
         top = _prefix_sum_max(columns, n_units)
         if has_tail:
@@ -356,7 +371,7 @@ def _ordered_statistics(preactivation, penalties, log_tail, has_tail, row_weight
         tiny = _smallest_normal(a[0])
         columns, decay = np.empty(n_columns, a.dtype), np.empty(n_units, a.dtype)
         for i in range(n_units):  # vectorized
-            decay[i] = _exp(-abs(a[i]))
+            decay[i] = _decay(a[i])
             columns[i] = _softplus_of(a[i], decay[i]) - penalties[i]
         top = _prefix_sum_max(columns, n_units)
         if has_tail:
@@ -374,7 +389,7 @@ def _ordered_statistics(preactivation, penalties, log_tail, has_tail, row_weight
             weight = min(reverse[n_columns - 1 - i] / total, one) * -row_weights[row]
             kept[row, i] = weight
             # sigmoid(a) = 1 / (1 + y) for a >= 0, y / (1 + y) below, y = e^-|a|.
-            value = weight * (one if a[i] >= zero else decay[i]) / (one + decay[i])
+            value = weight * ((one if a[i] >= zero else decay[i]) / (one + decay[i]))
             weighted_hidden[row, i] = value if abs(value) >= tiny else zero
         if has_tail:
             tail[row] = min(reverse[0] / total, one) * -row_weights[row]
