@@ -26,6 +26,8 @@ from irbm import runs, workflows
 from irbm._threads import apply_threads
 from irbm.bracket import rejudge
 
+SELECTION_FILE = "selection.json"  # scripts/record_selection.py
+
 
 def latest_bracket(model_dir: Path) -> dict | None:
     """The latest evaluation of the directory's current model that holds a bracket."""
@@ -74,13 +76,31 @@ def row_of(model_dir: Path) -> dict:
     reference = paper.get((family, hidden)) or paper.get((family, "learned"))
     # The stored estimates judged under the current rules (a rule change needs no resampling).
     bracket = rejudge(record["bracket"])
+    # How a selected model was chosen (the paper's protocol): the row scripts/paper_results.py
+    # wrote for the candidates, copied beside the model when it was selected.
+    selection = runs.read_json(model_dir / SELECTION_FILE, {})
+    if selection and (not isinstance(selection, dict)
+                      or selection.get("model_sha256") != record["model_sha256"]):
+        raise SystemExit(f"{model_dir / SELECTION_FILE} does not describe the directory's model "
+                         f"(sha256 {record['model_sha256'][:12]}, epoch {record['epoch']}): "
+                         "run scripts/record_selection.py again")
     return {"model": str(model_dir), "family": family, "display_name": record["display_name"],
             "n_hidden": hidden, "epoch": record["epoch"], "dataset": record["dataset"],
             "settings": {key: settings.get(key) for key in
                          ("optimizer", "lr", "l1", "profile", "seed")},
             "bracket": bracket, "paper": reference,
+            "selection": selection.get("selection"),
             "train_command": command_of(config, Path("runs") / model_dir.name),
             "evaluate_command": evaluate_command(model_dir, bracket, record)}
+
+
+def _epochs(row: dict) -> str:
+    """"4000", or "4000, selected by validation NLL among 1000: 143.7, ..."."""
+    if not row.get("selection"):
+        return str(row["epoch"])
+    candidates = ", ".join(f"{candidate['epochs']}: {candidate['valid_nll']:.1f}"
+                           for candidate in row["selection"])
+    return f"{row['epoch']}, selected by validation NLL (AIS point estimates) among {candidates}"
 
 
 def _cross_check(check: dict | None) -> str:
@@ -105,7 +125,7 @@ def markdown(rows: list[dict]) -> str:
         paper = row["paper"]
         lines.append(
             f"| {row['display_name']} (`{Path(row['model']).name}`) | {row['n_hidden']} | "
-            f"{row['epoch']} | {settings['optimizer']}, lr {settings['lr']}, L1 {settings['l1']}"
+            f"{_epochs(row)} | {settings['optimizer']}, lr {settings['lr']}, L1 {settings['l1']}"
             + (f", {settings['profile']} profile" if settings.get("profile") else "")
             + f", seed {settings['seed']} | {bracket['optimistic']:.2f} | "
             f"{bracket['conservative']:.2f} | {bracket['width']:.2f} | "

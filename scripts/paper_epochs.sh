@@ -22,8 +22,15 @@ python scripts/paper_results.py \
     --out results/caltech101_irbm_selection --chains 300 --betas 5000 --raise-rows 0 --threads 1
 selected=$(python -c "import json,sys; print(json.load(open(sys.argv[1]))[0]['run'])" \
     results/caltech101_irbm_selection.json)
-copy() { [[ -d results/models/$2 ]] || cp -r "$1" "results/models/$2"; }
+copy() {  # a snapshot's model files (not its evaluation caches) to results/models/NAME
+  [[ -d results/models/$2 ]] && return
+  mkdir -p "results/models/$2.tmp"
+  cp "$1"/{irbm-run.json,config.json,history.json,model.safetensors} "results/models/$2.tmp/"
+  mv "results/models/$2.tmp" "results/models/$2"
+}
 copy "$selected" irbm-authors-selected
+python scripts/record_selection.py results/caltech101_irbm_selection.json \
+    results/models/irbm-authors-selected
 copy "$RUNS/orbm500-l1e-3/snapshots/5000" orbm500-l1e-3-e5000
 copy "$RUNS/rbm2000-adagrad-philox/snapshots/2000" rbm2000-adagrad-e2000
 bracket() {  # model, AIS chains per path, tempering sweeps of the cross-check
@@ -38,3 +45,10 @@ python scripts/bracket_results.py \
     results/models/{orbm500-l1e-3-e5000,irbm-authors-selected,rbm2000-adagrad-e2000} \
     --out results/caltech101_brackets
 train 50 500 mnist-orbm500 orbm mnist --n-hidden 500 --beta 1.01 --lr 0.03 --l1 0.0
+# RBM-100 and RBM-500 (run them as jobs of their own to go faster: each step resumes), then
+# Table 2 at the paper's protocol: results/caltech101.md.
+bash scripts/paper_epochs_rbm.sh rbm100
+bash scripts/paper_epochs_rbm.sh rbm500
+python scripts/bracket_results.py \
+    results/models/{rbm100-adagrad-selected,rbm500-adagrad-selected,rbm2000-adagrad-e2000} \
+    results/models/{orbm500-l1e-3-e5000,irbm-authors-selected} --out results/caltech101

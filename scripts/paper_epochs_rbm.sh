@@ -12,7 +12,7 @@ set -euo pipefail
 RUNS="${RUNS:-runs}"
 cd "$(dirname "$0")/.."
 paper=(--batch-size 64 --cd-k 10 --seed 1234 --threads 1)
-case "$1" in
+case "${1:-}" in
   rbm100) run=rbm100-adagrad; epochs=5000; options=(--n-hidden 100 --lr 0.1) ;;
   rbm500) run=rbm500-adagrad; epochs=3000; options=(--n-hidden 500 --lr 0.01) ;;
   *) echo "usage: $0 rbm100|rbm500" >&2; exit 2 ;;
@@ -25,6 +25,12 @@ python scripts/paper_results.py "$snapshots" --out "results/caltech101_$1_select
 selected=$(python -c "import json,sys; print(json.load(open(sys.argv[1]))[0]['run'])" \
     "results/caltech101_$1_selection.json")
 model="$run-selected"
-[[ -d results/models/$model ]] || cp -r "$selected" "results/models/$model"
+if [[ ! -d results/models/$model ]]; then  # the model's files, not the evaluation caches
+  mkdir -p "results/models/$model.tmp"
+  cp "$selected"/{irbm-run.json,config.json,history.json,model.safetensors} \
+      "results/models/$model.tmp/"
+  mv "results/models/$model.tmp" "results/models/$model"
+fi
+python scripts/record_selection.py "results/caltech101_$1_selection.json" "results/models/$model"
 python scripts/bracket_results.py "results/models/$model" --out "/tmp/$model" --evaluate \
     --chains 1000 --rows 300 --max-seconds 2400 --tempering 2000
