@@ -33,12 +33,14 @@ Annealing along the training trajectory (Béreux et al. 2024; `bracket_nll(..., 
 ("trajectory",), trajectory=[...])`) measured on two trained CalTech101 iRBMs, 500 AIS chains,
 RAISE on 300 rows, data base, tuned schedule, a third process on the machine (session 14):
 
-| model | snapshots | temperatures | seconds | bracket | the other paths |
+| iRBM | snapshots | temperatures | seconds | bracket | other paths |
 |---|---|---|---|---|---|
-| iRBM, irbm default, 1,000 epochs, 640 units | 19, every 50 epochs | 1000 | 116 | [116.2, 308.8] | [142.60, 144.88] at 8,000 |
-| | | 2000 | 199 | [116.2, 328.4] | |
-| iRBM, authors' profile, 4,000 epochs, 659 units | 19, every 200 epochs | 1000 | 152 | [113.1, 167.4] | [132.62, 135.16] at 1,000 |
-| | | 2000 | 264 | [119.5, 170.4] | |
+| default, 1,000 epochs | 19, every 50 epochs | 1000 | 116 | [116.2, 308.8] | [142.60, 144.88] |
+| | | 2000 | 199 | [116.2, 328.4] | (8,000 temp.) |
+| authors', 4,000 epochs | 19, every 200 epochs | 1000 | 152 | [113.1, 167.4] | [132.62, 135.16] |
+| | | 2000 | 264 | [119.5, 170.4] | (1,000 temp.) |
+
+(default: irbm's rules, 640 units; authors': `--profile authors`, 659 units.)
 
 Far worse than the linear and pinned paths at equal temperatures: the AIS side stayed at or near
 the certain floor (its ln Z 20-30 nats low) and RAISE 30-160 nats loose. Snapshots 50-200

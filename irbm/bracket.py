@@ -68,9 +68,11 @@ class Bracket:
         conservative - optimistic (negative when the sides cross).
     certified : bool
         The width is within the tolerance, neither side moved at the last doubling by more than
-        0.2 nat or two standard errors (whichever is larger), the sides do not cross beyond
-        their noise and the conservative side's standard error is within a quarter of the
-        tolerance.
+        0.2 nat or two standard errors (whichever is larger; the conservative side judged on
+        its route, the optimistic side's pool with its route weights held fixed, as the
+        re-weighting of the routes is no trend: `same_weights_move`), the sides do not cross
+        beyond their noise and the conservative side's standard error is within a quarter of
+        the tolerance.
     reasons : list of str
         Plain sentences, one per failed condition (empty when certified).
     optimistic_rows, conservative_rows : float
@@ -172,7 +174,13 @@ def pool_weights(levels: list[dict]) -> list[tuple[dict, float]]:
     with E[Z-hat] = Z for every run the pool stays unbiased (E[sum_i w_i Z-hat_i] = Z sum_i
     E[w_i], a martingale), while a route whose ln Z-hat lags, such as a path that anneals
     badly, stops diluting it: weighted alike, m routes lose up to ln m nats to the worst."""
-    weighted, earlier = [], {}
+    return [(run, weight) for level, weights in zip(levels, route_weights(levels))
+            for route, run in level["ais"].items() if (weight := weights[route]) > 0]
+
+
+def route_weights(levels: list[dict]) -> list[dict[str, float]]:
+    """Per level of ``levels``, each route's weight in the pool (see `pool_weights`)."""
+    per_level, earlier = [], {}
     for level in levels:
         runs = level["ais"]
         sizes = {route: run["n_chains"] * level["n_betas"] for route, run in runs.items()}
@@ -182,14 +190,37 @@ def pool_weights(levels: list[dict]) -> list[tuple[dict, float]]:
             top = max(known.values())
             shares = {route: math.exp(value - top) for route, value in known.items()}
             scale = sum(sizes.values()) / sum(shares.values())
-            weights = {route: scale * shares.get(route, 0.0) for route in runs}
+            per_level.append({route: scale * shares.get(route, 0.0) for route in runs})
         else:
-            weights = sizes
+            per_level.append(sizes)
         for route, run in runs.items():
-            if weights[route] > 0:
-                weighted.append((run, weights[route]))
             earlier.setdefault(route, []).append((run["log_z"], sizes[route]))
-    return weighted
+    return per_level
+
+
+def same_weights_move(levels: list[dict]) -> tuple[float, float] | None:
+    """(move, sigma) of the pooled ln Z-hat from the level before the last to the last, both
+    pooled with the last level's route weights, or None where the levels lack the runs.
+
+    The pool's own move also holds the re-weighting of the routes (the first level splits its
+    weight evenly, so a poor route drags it down there and less later), which is no trend of
+    the annealing; with the weights held fixed only the estimates move."""
+    if len(levels) < 2 or not all("log_z" in run and "sigma" in run
+                                  for level in levels[-2:] for run in level["ais"].values()):
+        return None
+    weights = route_weights(levels)[-1]
+    routes = [route for route, weight in weights.items()
+              if weight > 0 and route in levels[-2]["ais"]]
+    if not routes:
+        return None
+    pools = []
+    for level in levels[-2:]:
+        estimates = [(level["ais"][route]["log_z"], weights[route],
+                      math.expm1(3 * level["ais"][route]["sigma"]) / 3) for route in routes]
+        log_z, _, high = pool_estimates(estimates)
+        pools.append((log_z, (high - log_z) / 3))  # high: ln(Z-hat + 3 sigma)
+    (before, sigma_before), (last, sigma_last) = pools
+    return last - before, math.hypot(sigma_before, sigma_last)
 
 
 def pooled_log_z(levels: list[dict]) -> float:
@@ -383,6 +414,9 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
                 now, then = last["raise"][route], before["raise"][route]
                 moved = now["whole"] - then["whole"]
                 spread = 2 * math.hypot(now["stderr"], then["stderr"])
+            fixed = same_weights_move(levels) if side == "optimistic" else None
+            if fixed is not None:  # the NLL moves with ln Z; see `same_weights_move`
+                moved, spread = fixed[0], 2 * fixed[1]
             if not math.isfinite(moved) or abs(moved) <= max(MOVEMENT, spread):
                 continue
             if route and moved > 0:

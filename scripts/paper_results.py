@@ -1,7 +1,8 @@
 """Evaluate trained run directories and write the results table beside the paper's numbers.
 
     python scripts/paper_results.py RUN_DIR [RUN_DIR ...] \
-        --out results/caltech101_point_estimates [--chains 500] [--betas 10000] [--raise-rows 300] [--raise-betas 10000] \
+        --out results/caltech101_point_estimates [--chains 500] [--betas 10000] \
+        [--raise-rows 300] [--raise-betas 10000] \
         [--bases data] [--seeds 0] [--data-dir DIR] [--threads 1] [--summary-by KEY[,KEY]]
 
 Each RUN_DIR is an `irbm train` run directory (or a snapshot of one: a directory with
