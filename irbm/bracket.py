@@ -352,7 +352,25 @@ def rejudge(summary: dict) -> dict:
             "conservative_rows": last["conservative_rows"],
             "conservative_stderr": last["conservative_stderr"],
             "width": last["conservative"] - last["optimistic"], "certified": not reasons,
-            "reasons": reasons}
+            "reasons": reasons,
+            "conditional": conditional_bracket(last, summary.get("cross_check"),
+                                               summary["tolerance"])}
+
+
+def conditional_bracket(last: dict, check: dict | None, tolerance: float) -> dict | None:
+    """[optimistic, BDMC] of level ``last`` where the tempering ``check`` ran BDMC: a bracket
+    that holds if tempering's samples are draws from the model (Grosse et al. 2015), which
+    its passages from base to model make plausible but nothing certifies. ``within_tolerance``
+    when it is at most ``tolerance`` wide and the two do not cross beyond BDMC's noise.
+    None without BDMC, or when tempering never carried a state from the base to the model."""
+    bdmc = None if check is None else check.get("bdmc")
+    passages = None if check is None else check.get("passages", check.get("round_trips", 0))
+    if bdmc is None or not passages:
+        return None
+    width = bdmc["nll"] - last["optimistic"]
+    return {"optimistic": last["optimistic"], "conservative": bdmc["nll"],
+            "conservative_stderr": bdmc["stderr"], "width": width, "passages": passages,
+            "within_tolerance": -crossing_noise(bdmc["stderr"]) <= width <= tolerance}
 
 
 def verdict(levels: list[dict], *, tolerance: float, out_of_time,

@@ -103,14 +103,19 @@ def _epochs(row: dict) -> str:
     return f"{row['epoch']}, selected by validation NLL (AIS point estimates) among {candidates}"
 
 
-def _cross_check(check: dict | None) -> str:
+def _cross_check(check: dict | None, conditional: dict | None = None) -> str:
     if check is None:
         return "-"
     passages = check.get("passages", check.get("round_trips"))  # the older records' name
     bdmc = check.get("bdmc")
     return (f"{check['nll']:.2f} +/- {check['stderr']:.2f} ({passages} passages, "
             f"{check['n_sweeps']} sweeps)"
-            + ("" if bdmc is None else f"; BDMC <= {bdmc['nll']:.2f} +/- {bdmc['stderr']:.2f}"))
+            + ("" if bdmc is None else f"; BDMC <= {bdmc['nll']:.2f} +/- {bdmc['stderr']:.2f}")
+            + ("" if not conditional else
+               f"; if its samples are draws of the model: [{conditional['optimistic']:.2f}, "
+               f"{conditional['conservative']:.2f}], "
+               + ("within" if conditional["within_tolerance"] else "not within")
+               + " the tolerance"))
 
 
 def markdown(rows: list[dict]) -> str:
@@ -130,7 +135,8 @@ def markdown(rows: list[dict]) -> str:
             + f", seed {settings['seed']} | {bracket['optimistic']:.2f} | "
             f"{bracket['conservative']:.2f} | {bracket['width']:.2f} | "
             f"{'yes' if bracket['certified'] else 'no'}{marks} | {bracket['n_betas']} | "
-            f"{bracket['seconds']:.0f} | {_cross_check(bracket.get('cross_check'))} | "
+            f"{bracket['seconds']:.0f} | "
+            f"{_cross_check(bracket.get('cross_check'), bracket.get('conditional'))} | "
             + ("-" if paper is None else f"{paper[0]:.2f} ({paper[2]} epochs)") + " |")
     lines.append("")
     lines.append("Bracket: the optimistic side pools every AIS run over the annealing paths, "

@@ -7,7 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from irbm.bracket import control_variate, judge_conservative, rejudge, same_weights_move, verdict
+from irbm.bracket import (
+    conditional_bracket,
+    control_variate,
+    judge_conservative,
+    rejudge,
+    same_weights_move,
+    verdict,
+)
 
 
 def level(n_betas, optimistic, conservative, *, own=None, stderr=0.05, ess=80.0, chains=100):
@@ -324,3 +331,19 @@ def test_the_optimistic_side_converges_with_its_route_weights_held_fixed():
     assert "+0.6" in reason, reasons
     move, sigma = same_weights_move([first, second])
     assert 0.55 < move < 0.63 and 0.05 < sigma < 0.2
+
+
+def test_bdmc_gives_a_bracket_that_holds_if_the_tempering_samples_are_draws():
+    last = level(2000, 142.60, 144.88)
+    check = {"nll": 142.45, "stderr": 0.12, "passages": 313,
+             "bdmc": {"nll": 142.59, "stderr": 0.14, "n_samples": 256}}
+    held = conditional_bracket(last, check, tolerance=1.0)
+    assert held["optimistic"] == 142.60 and held["conservative"] == 142.59
+    assert held["within_tolerance"] and held["passages"] == 313
+    wide = conditional_bracket(last, {**check, "bdmc": {**check["bdmc"], "nll": 143.9}}, 1.0)
+    assert not wide["within_tolerance"]  # 1.3 nats wide
+    below = conditional_bracket(last, {**check, "bdmc": {**check["bdmc"], "nll": 140.0}}, 1.0)
+    assert not below["within_tolerance"]  # crosses beyond BDMC's noise: samples miss mass
+    assert conditional_bracket(last, {**check, "passages": 0}, 1.0) is None
+    assert conditional_bracket(last, {"nll": 142.45, "stderr": 0.12, "passages": 9}, 1.0) is None
+    assert conditional_bracket(last, None, 1.0) is None
