@@ -361,7 +361,8 @@ def conditional_bracket(last: dict, check: dict | None, tolerance: float) -> dic
     """[optimistic, BDMC] of level ``last`` where the tempering ``check`` ran BDMC: a bracket
     that holds if tempering's samples are draws from the model (Grosse et al. 2015), which
     its passages from base to model make plausible but nothing certifies. ``within_tolerance``
-    when it is at most ``tolerance`` wide and the two do not cross beyond BDMC's noise.
+    when it is at most ``tolerance`` wide and the two do not cross beyond BDMC's noise;
+    ``contradicted`` when they do (the samples then miss mass the AIS chains found).
     None without BDMC, or when tempering never carried a state from the base to the model."""
     bdmc = None if check is None else check.get("bdmc")
     passages = None if check is None else check.get("passages", check.get("round_trips", 0))
@@ -370,6 +371,7 @@ def conditional_bracket(last: dict, check: dict | None, tolerance: float) -> dic
     width = bdmc["nll"] - last["optimistic"]
     return {"optimistic": last["optimistic"], "conservative": bdmc["nll"],
             "conservative_stderr": bdmc["stderr"], "width": width, "passages": passages,
+            "contradicted": width < -crossing_noise(bdmc["stderr"]),
             "within_tolerance": -crossing_noise(bdmc["stderr"]) <= width <= tolerance}
 
 

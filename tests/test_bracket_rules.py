@@ -344,6 +344,7 @@ def test_bdmc_gives_a_bracket_that_holds_if_the_tempering_samples_are_draws():
     assert not wide["within_tolerance"]  # 1.3 nats wide
     below = conditional_bracket(last, {**check, "bdmc": {**check["bdmc"], "nll": 140.0}}, 1.0)
     assert not below["within_tolerance"]  # crosses beyond BDMC's noise: samples miss mass
+    assert below["contradicted"] and not held["contradicted"] and not wide["contradicted"]
     assert conditional_bracket(last, {**check, "passages": 0}, 1.0) is None
     assert conditional_bracket(last, {"nll": 142.45, "stderr": 0.12, "passages": 9}, 1.0) is None
     assert conditional_bracket(last, None, 1.0) is None
