@@ -13,6 +13,7 @@ import torch
 
 import irbm
 from irbm import evaluate
+from irbm.bracket import rejudge
 from irbm.cli import main as cli_main
 from irbm.datasets import load_dataset
 
@@ -170,28 +171,43 @@ def test_a_selected_row_is_partial_only_when_its_last_candidate_falls_short():
 
 def test_the_readme_summary_agrees_with_the_committed_results():
     """README's "What it reproduces" table is a digest of results/caltech101.json (generated
-    from the runs): each of its rows must match a row there in size, AIS NLL, ESS, RAISE NLL
-    and the paper's number, so the README cannot drift from the tables."""
+    from the committed models' brackets by scripts/bracket_results.py): each of its rows must
+    match its own row there in family, size, epochs (and the selection), both sides of the
+    bracket (one decimal, optimistic first), the verdict and the paper's number, so the README
+    cannot drift from the tables."""
     root = SCRIPT.parents[1]
     rows = json.loads((root / "results" / "caltech101.json").read_text())
     text = (root / "README.md").read_text()
     section = text[text.index("**What it reproduces**"):]
-    lines = [line for line in section.splitlines()[:20]
-             if line.startswith("| ") and "RBM" in line.split("|")[1]]
-    assert len(lines) == 5
+    table = section[section.index("\n| model |"):].strip().split("\n\n")[0].splitlines()
+    lines = table[2:]
+    assert len(lines) == len(rows) == 5
+    matched = []
     for line in lines:
-        model, _, ais, raised, paper = [cell.strip() for cell in line.strip("|").split("|")]
-        n_hidden = int(model.split(",")[0].split("-")[1]) if "-" in model else \
-            int(model.split(",")[1].split()[0])
+        model, epochs, bracket, certified, paper = [cell.strip()
+                                                     for cell in line.strip("|").split("|")]
+        # "RBM-500" or "iRBM, 659 units (paper 915)"
+        shape = re.fullmatch(r"(\w+)(?:-(\d[\d,]*)|, (\d[\d,]*) units.*)", model)
+        assert shape, line
+        name, n_hidden = shape[1], int((shape[2] or shape[3]).replace(",", ""))
         matches = [row for row in rows
-                   if row["n_hidden"] == n_hidden
-                   and f"{row['evaluation']['ais'][0]['nll']:.1f}" == ais.split()[0]]
+                   if row["display_name"] == name and row["n_hidden"] == n_hidden
+                   and bracket.startswith(f"[{row['bracket']['optimistic']:.1f}, "
+                                          f"{row['bracket']['conservative']:.1f}]")]
         assert len(matches) == 1, line
         (row,) = matches
-        ess = f"ESS {row['evaluation']['ais'][0]['effective_sample_size']:.0f}/"
-        assert ess in ais, line
-        assert f"{row['evaluation']['raise']['mean']:.1f}" == raised, line
-        assert float(paper) == row["paper_nll"], line
+        matched.append(rows.index(row))
+        assert certified.startswith("yes" if row["bracket"]["certified"] else "no"), line
+        assert float(paper) == row["paper"][0], line
+        # "3,000, selected 2,000 (3,000)" or "2,000 (2,000)"
+        numbers = [int(n.replace(",", "")) for n in re.findall(r"\d[\d,]*", epochs)]
+        if row.get("selection"):
+            assert "selected" in epochs, line
+            assert numbers[:2] == [max(c["epochs"] for c in row["selection"]), row["epoch"]]
+        else:
+            assert "selected" not in epochs and numbers[0] == row["epoch"], line
+        assert numbers[-1] == row["paper"][2], line
+    assert sorted(matched) == list(range(len(rows)))
 
 
 def test_ordering_sensitivity_evaluates_each_order_of_the_snapshot(tmp_path):
@@ -294,7 +310,8 @@ def test_bracket_table_is_generated_from_the_models_evaluations(tmp_path, monkey
     assert len(irbm.runs.read_evaluations(model_dir)) == 1  # bracketed once, not again
     bracket = records[0]["bracket"]
     (row,) = json.loads(out.with_suffix(".json").read_text())
-    assert row["bracket"] == bracket
+    assert {key: value for key, value in row["bracket"].items() if key != "conditional"} == \
+        bracket and row["bracket"]["conditional"] is None  # no tempering, no BDMC
     table = out.with_suffix(".md").read_text()
     cells = [line for line in table.splitlines() if line.startswith("| iRBM")][0].split(" | ")
     assert [float(cells[k]) for k in (4, 5, 6)] == [
@@ -305,3 +322,53 @@ def test_bracket_table_is_generated_from_the_models_evaluations(tmp_path, monkey
     (evaluate_line,) = re.findall(r"then `(irbm evaluate [^`]*)`", table)
     args = irbm.cli.build_parser().parse_args(shlex.split(evaluate_line)[1:])
     assert args.bracket and Path(args.run) == model_dir and args.raise_rows == 20
+    # A selected model carries its candidates (scripts/record_selection.py); the row shows them,
+    # and a record of another model's selection is refused.
+    selection = tmp_path / "selection.json"
+    digest = _script().model_digest(irbm.load(model_dir / "model.safetensors"))
+    row = {"run": "runs/x/snapshots/1", "epochs": 1, "paper_epochs": 4000,
+           "evaluation": {"model_digest": digest, "budget": {"chains": 10}},
+           "selection": [{"epochs": 1, "valid_nll": 12.345}]}
+    selection.write_text(json.dumps([row]))
+    recorder = importlib.util.spec_from_file_location("record_selection",
+                                                      SCRIPT.parent / "record_selection.py")
+    record_selection = importlib.util.module_from_spec(recorder)
+    recorder.loader.exec_module(record_selection)
+    assert record_selection.main([str(selection), str(model_dir)]) == 0
+    assert script.main([str(model_dir), "--out", str(out)]) == 0
+    assert "| 1, selected by validation NLL (AIS point estimates) among 1: 12.3 |" in \
+        out.with_suffix(".md").read_text()
+    stored = json.loads((model_dir / "selection.json").read_text())
+    (model_dir / "selection.json").write_text(json.dumps({**stored, "model_sha256": "0" * 64}))
+    with pytest.raises(SystemExit, match="does not describe the directory's model"):
+        script.main([str(model_dir), "--out", str(out)])
+    selection.write_text(json.dumps([{**row, "evaluation": {"model_digest": "0" * 16}}]))
+    with pytest.raises(SystemExit, match="holds another model than the one"):
+        record_selection.main([str(selection), str(model_dir)])
+    selection.write_text(json.dumps([{**row, "epochs": 2}]))
+    with pytest.raises(SystemExit, match="epoch 1, but .* selected epoch 2"):
+        record_selection.main([str(selection), str(model_dir)])
+
+
+COMMITTED_MODELS = sorted(path for path in (SCRIPT.parents[1] / "results" / "models").iterdir()
+                          if path.is_dir())
+
+
+@pytest.mark.parametrize("model_dir", COMMITTED_MODELS, ids=lambda path: path.name)
+def test_every_committed_model_reproduces_its_bracket_on_a_fresh_clone(model_dir,
+                                                                       shared_data_dir):
+    """`irbm evaluate results/models/NAME` works from the repository alone: the model loads
+    (safetensors, no code runs), its data is found the way a user names it and matches the
+    digest its run recorded, its latest bracket is of this very model, and that bracket's
+    optimistic side is the test rows' mean free energy, computed here, plus its stored ln Z."""
+    model, source = irbm.runs.run_model(model_dir, which="latest")
+    records = [record for record in irbm.runs.read_evaluations(model_dir) if "bracket" in record]
+    assert records, f"{model_dir.name} has no bracket"
+    record = records[-1]
+    assert record["model_sha256"] == source.sha256
+    assert irbm.runs.staleness(model_dir, record) is None
+    dataset = irbm.runs.load_run_dataset(model_dir)
+    bracket = rejudge(record["bracket"])
+    mean_free_energy = float(evaluate.free_energies(model, torch.as_tensor(dataset.test))
+                             .double().mean())
+    assert bracket["optimistic"] == pytest.approx(mean_free_energy + bracket["log_z"], abs=1e-4)
