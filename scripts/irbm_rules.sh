@@ -18,6 +18,10 @@ train seed2/irbm-growth-data --growth data --seed 2
 train rules/irbm-eps-inside-s1234 --epsilon-placement inside --seed 1234
 # Another alone: pruning at most one trailing zero unit per update (session 14).
 train rules/irbm-prune-one-s1234 --pruning one --seed 1234
+# Two more alone: the authors' growth rule (on the chains' z, whenever z falls in the last
+# bucket) and their new unit (one ADAGRAD + L1 step on the chains' gradient).
+train rules/irbm-growth-chains-s1234 --growth chains --growth-trigger last --seed 1234
+train rules/irbm-new-unit-chains-s1234 --new-unit chains --seed 1234
 # Biases free of L1 (--regularization weights): it never shrinks, stopped at 300 epochs.
 EVERY=50 EPOCHS=300 bash scripts/train_snapshots.sh "$RUNS/rules/irbm-weights-s1234" irbm \
     caltech101 --regularization weights --seed 1234 "${common[@]}"
@@ -28,5 +32,7 @@ python scripts/trajectory_figure.py \
     "growth on the data's z/seed 2=$RUNS/seed2/irbm-growth-data" \
     "epsilon inside the root/seed 1234=$RUNS/rules/irbm-eps-inside-s1234" \
     "one-unit pruning/seed 1234=$RUNS/rules/irbm-prune-one-s1234" \
+    "growth on the chains' z/seed 1234=$RUNS/rules/irbm-growth-chains-s1234" \
+    "new unit from the chains/seed 1234=$RUNS/rules/irbm-new-unit-chains-s1234" \
     "L1 on the weights only/seed 1234=$RUNS/rules/irbm-weights-s1234" \
     --until 1000 --out results/caltech101_irbm_trajectory
