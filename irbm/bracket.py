@@ -200,17 +200,24 @@ def route_weights(levels: list[dict]) -> list[dict[str, float]]:
 
 def same_weights_move(levels: list[dict]) -> tuple[float, float] | None:
     """(move, sigma) of the pooled ln Z-hat from the level before the last to the last, both
-    pooled with the last level's route weights, or None where the levels lack the runs.
+    pooled with the weights the level before the last had (fixed before either ran), or None
+    where the levels lack the runs or an estimate is not finite.
 
     The pool's own move also holds the re-weighting of the routes (the first level splits its
     weight evenly, so a poor route drags it down there and less later), which is no trend of
-    the annealing; with the weights held fixed only the estimates move."""
-    if len(levels) < 2 or not all("log_z" in run and "sigma" in run
-                                  for level in levels[-2:] for run in level["ais"].values()):
+    the annealing; with the weights held fixed only the estimates move. Weights taken from the
+    last level would hold the level before's own estimates, so a lucky draw there would weigh
+    its route up and its fall back hide a rise (found by a review)."""
+    def holds(level, keys):
+        return all(key in run and math.isfinite(run[key])
+                   for run in level["ais"].values() for key in keys)
+    # The weights need every level's estimates and sizes, the move the last two's spreads.
+    if len(levels) < 2 or not all(holds(level, ("log_z", "n_chains")) for level in levels) \
+            or not all(holds(level, ("sigma",)) for level in levels[-2:]):
         return None
-    weights = route_weights(levels)[-1]
+    weights = route_weights(levels)[-2]
     routes = [route for route, weight in weights.items()
-              if weight > 0 and route in levels[-2]["ais"]]
+              if weight > 0 and route in levels[-1]["ais"]]
     if not routes:
         return None
     pools = []
@@ -221,6 +228,25 @@ def same_weights_move(levels: list[dict]) -> tuple[float, float] | None:
         pools.append((log_z, (high - log_z) / 3))  # high: ln(Z-hat + 3 sigma)
     (before, sigma_before), (last, sigma_last) = pools
     return last - before, math.hypot(sigma_before, sigma_last)
+
+
+def rising_routes(levels: list[dict]) -> list[tuple[str, float]]:
+    """(route, move) of the AIS routes whose ln Z-hat rose at the last doubling beyond 0.2 nat
+    and two standard errors, and which another such rise would lift above the pool: a route
+    far behind weighs little in the pool, so its rise barely moves it, yet it shows the
+    annealing has not converged where it could still overtake."""
+    if len(levels) < 2 or "log_z" not in levels[-1]:
+        return []
+    last, before, rising = levels[-1], levels[-2], []
+    for route, run in last["ais"].items():
+        then = before["ais"].get(route, {})
+        if not {"log_z", "sigma"} <= set(run) or not {"log_z", "sigma"} <= set(then):
+            continue
+        move = run["log_z"] - then["log_z"]
+        noise = max(MOVEMENT, 2 * math.hypot(run["sigma"], then["sigma"]))
+        if move > noise and run["log_z"] + move > last["log_z"] + noise:
+            rising.append((route, move))
+    return rising
 
 
 def pooled_log_z(levels: list[dict]) -> float:
@@ -360,9 +386,11 @@ def rejudge(summary: dict) -> dict:
 def conditional_bracket(last: dict, check: dict | None, tolerance: float) -> dict | None:
     """[optimistic, BDMC] of level ``last`` where the tempering ``check`` ran BDMC: a bracket
     that holds if tempering's samples are draws from the model (Grosse et al. 2015), which
-    its passages from base to model make plausible but nothing certifies. ``within_tolerance``
-    when it is at most ``tolerance`` wide and the two do not cross beyond BDMC's noise;
-    ``contradicted`` when they do (the samples then miss mass the AIS chains found).
+    its passages from base to model make plausible but nothing certifies (nor that BDMC has
+    converged). ``within_tolerance`` when it is at most ``tolerance`` wide, the two do not
+    cross beyond BDMC's noise and BDMC's standard error is within a quarter of the tolerance,
+    as a certified bracket's conservative side must be; ``contradicted`` when they cross
+    beyond it (the samples miss mass the AIS chains found, or AIS overshot).
     None without BDMC, or when tempering never carried a state from the base to the model."""
     bdmc = None if check is None else check.get("bdmc")
     passages = None if check is None else check.get("passages", check.get("round_trips", 0))
@@ -372,7 +400,8 @@ def conditional_bracket(last: dict, check: dict | None, tolerance: float) -> dic
     return {"optimistic": last["optimistic"], "conservative": bdmc["nll"],
             "conservative_stderr": bdmc["stderr"], "width": width, "passages": passages,
             "contradicted": width < -crossing_noise(bdmc["stderr"]),
-            "within_tolerance": -crossing_noise(bdmc["stderr"]) <= width <= tolerance}
+            "within_tolerance": -crossing_noise(bdmc["stderr"]) <= width <= tolerance
+            and bdmc["stderr"] <= tolerance / 4}
 
 
 def verdict(levels: list[dict], *, tolerance: float, out_of_time,
@@ -449,6 +478,10 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
             else:
                 reasons.append(f"the {side} side moved by {moved:+.2f} nats when the "
                                f"temperatures doubled to {last['n_betas']}: not converged")
+    for route, move in rising_routes(levels):
+        reasons.append(f"AIS along {route} rose by {move:.2f} nats when the temperatures "
+                       f"doubled to {last['n_betas']}, and another such rise would lift the "
+                       "pool: not converged")
     if math.isfinite(last["conservative_stderr"]) and \
             last["conservative_stderr"] > tolerance / 4:
         reasons.append(f"the conservative side's standard error is "

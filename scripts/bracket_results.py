@@ -110,13 +110,13 @@ def _cross_check(check: dict | None, conditional: dict | None = None) -> str:
     bdmc = check.get("bdmc")
     return (f"{check['nll']:.2f} +/- {check['stderr']:.2f} ({passages} passages, "
             f"{check['n_sweeps']} sweeps)"
-            + ("" if bdmc is None else f"; BDMC <= {bdmc['nll']:.2f} +/- {bdmc['stderr']:.2f}")
+            + ("" if bdmc is None else f"; BDMC <= {bdmc['nll']:.2f} +/- {bdmc['stderr']:.2f} "
+               "if its samples are draws of the model")
             + ("" if not conditional or conditional.get("contradicted") else
-               f"; if its samples are draws of the model: [{conditional['optimistic']:.2f}, "
-               f"{conditional['conservative']:.2f}], "
-               + ("within" if conditional["within_tolerance"] else "not within")
-               + " the tolerance")
-            + ("; BDMC below the optimistic side: its samples miss mass"
+               f", so [{conditional['optimistic']:.2f}, {conditional['conservative']:.2f}] on "
+               "that condition (" + ("within" if conditional["within_tolerance"] else "not within")
+               + " the tolerance; not certified)")
+            + ("; BDMC below the optimistic side: its samples miss mass, or AIS overshot"
                if conditional and conditional.get("contradicted") else ""))
 
 

@@ -12,6 +12,7 @@ from irbm.bracket import (
     control_variate,
     judge_conservative,
     rejudge,
+    rising_routes,
     same_weights_move,
     verdict,
 )
@@ -345,6 +346,24 @@ def test_bdmc_gives_a_bracket_that_holds_if_the_tempering_samples_are_draws():
     below = conditional_bracket(last, {**check, "bdmc": {**check["bdmc"], "nll": 140.0}}, 1.0)
     assert not below["within_tolerance"]  # crosses beyond BDMC's noise: samples miss mass
     assert below["contradicted"] and not held["contradicted"] and not wide["contradicted"]
+    noisy = conditional_bracket(last, {**check, "bdmc": {**check["bdmc"], "stderr": 0.3}}, 1.0)
+    assert not noisy["within_tolerance"]  # BDMC's standard error above a quarter nat
     assert conditional_bracket(last, {**check, "passages": 0}, 1.0) is None
     assert conditional_bracket(last, {"nll": 142.45, "stderr": 0.12, "passages": 9}, 1.0) is None
     assert conditional_bracket(last, None, 1.0) is None
+
+
+def test_a_lagging_route_still_rising_within_reach_of_the_pool_is_flagged():
+    """A route far behind weighs little in the pool, so its rise hardly moves the pool: the
+    rise is flagged where one more such rise would lift the pool (found by a review)."""
+    first, second = level(1000, 100.0, 100.8), level(2000, 100.0, 100.7)
+    runs = {"linear": (50.20, 50.21), "linear, model base": (47.0, 49.6)}
+    for at, which in ((first, 0), (second, 1)):
+        at["ais"] = {route: {"log_z": values[which], "sigma": 0.1, "n_chains": 100,
+                             "effective_sample_size": 50.0} for route, values in runs.items()}
+    second["log_z"] = 50.1
+    assert [route for route, _ in rising_routes([first, second])] == ["linear, model base"]
+    reasons = verdict([first, second], tolerance=1.0, out_of_time=False)
+    assert any("AIS along linear, model base rose by 2.60" in reason for reason in reasons)
+    second["ais"]["linear, model base"]["log_z"] = 47.5  # +0.5: no reach of the pool
+    assert rising_routes([first, second]) == []
