@@ -315,8 +315,8 @@ def test_the_pool_with_weights_from_earlier_levels_is_unbiased():
 def test_the_optimistic_side_converges_with_its_route_weights_held_fixed():
     """The first level splits its weight evenly among the routes, so a poor route drags the
     pool down there and less at the next level: the pool moves though no route does (the
-    CalTech101 oRBM-500 at 4,000 and 8,000 temperatures, session 14). With the last level's
-    route weights held fixed, only the estimates move; a route that still rises is flagged."""
+    CalTech101 oRBM-500 at 4,000 and 8,000 temperatures, session 14). With the route weights of
+    the level before held fixed, only the estimates move; a route that still rises is flagged."""
     def routes(linear, model_base):
         return {"linear": {"log_z": linear, "sigma": 0.1, "effective_sample_size": 80.0,
                            "n_chains": 100},
