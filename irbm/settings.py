@@ -213,8 +213,9 @@ class Settings:
         "which z a growing model (iRBM) grows on: 'any' z sampled in the update (the paper), "
         "'paired' (Peng et al.'s code: a data row's z and its paired chain's z both past its "
         "units), or 'chains' (the authors' code: z drawn on the negative chains before and "
-        "after the Gibbs steps, never the data's), or 'data' (only the z drawn on the data "
-        "rows)", "training", None, choices=GROWTH_RULES)
+        "after the Gibbs steps, never the data's), 'data' (only the z drawn on the data "
+        "rows), or 'expected' (no sampled z: grow while the minibatch's expected number of "
+        "data rows with z past l, sum_n P(z > l | v_n), is at least one)", "training", None, choices=GROWTH_RULES)
     growth_trigger: str | None = _setting(
         "which z grows the iRBM: one past its l units ('tail'), or one at l or past it "
         "('last': the authors' P(z|v) has l categories, the last holding z >= l)", "training",

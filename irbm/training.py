@@ -24,7 +24,7 @@ from .models import EnergyModel
 from .optim import Optimizer
 
 _MONITOR_ROWS = 2000  # examples used for the per-epoch metrics on the training set
-GROWTH_RULES = ("any", "paired", "chains", "data")
+GROWTH_RULES = ("any", "paired", "chains", "data", "expected")
 # The rules each option of the trainer takes, irbm's first (the authors' code's second where
 # it differs: see `irbm.profiles`).
 RULES = {"growth": GROWTH_RULES, "growth_trigger": ("tail", "last"),
@@ -121,7 +121,7 @@ class Trainer:
         code's (`irbm.optim.Optimizer`).
     epsilon_placement : {"outside", "inside"}
         ADAGRAD's lr / (sqrt(G) + eps) or the authors' code's lr / sqrt(G + eps).
-    growth : {"any", "paired", "chains", "data"}
+    growth : {"any", "paired", "chains", "data", "expected"}
         Which sampled z a growing model (the iRBM) grows on. "any" (the paper): the largest z
         sampled anywhere in the update, in every Gibbs step and in the gradient pass. "paired"
         (Peng et al.'s code): only the gradient pass's z, and only a value that data row n and
@@ -133,7 +133,11 @@ class Trainer:
         On CalTech101 the data's z stays near 150-160 (max about 280) while the chains' z
         reaches the tail and grows hundreds of units that L1 keeps near zero and pruning
         then removes in bulk (the size's sawtooth, results/README.md); growing on the data's
-        z keeps only units the data use.
+        z keeps only units the data use. "expected": no sampled z at all; grow when the
+        minibatch's expected number of data rows whose z reaches the trigger,
+        sum_n P(z > l | v_n) (or P(z >= l | v_n)), is at least one. A sampled z grows the
+        model on rare draws from a tail that holds little of the data's mass; in expectation
+        it grows only while a row's worth of the data's mass lies past the units.
     growth_trigger : {"tail", "last"}
         Which z grows the model: one past its l units ("tail"), or one at l or past it
         ("last": the authors' P(z | v) has l categories, the last holding z >= l).
@@ -278,7 +282,7 @@ class Trainer:
             gradients, z = self._gradients(batch, negatives)
             self.last_z = z
             if z is not None:
-                largest_z = self._growth_z(largest_z, z, batch.shape[0], start)
+                largest_z = self._growth_z(largest_z, z, batch.shape[0], start, batch)
             growth = self._growth_layout(None if largest_z is None else int(largest_z))
             if growth is not None:
                 self.relayout_hidden(growth)
@@ -296,9 +300,12 @@ class Trainer:
         for callback in self.callbacks:
             callback.on_update_end(self, batch)
 
-    def _growth_z(self, negative_phase_z, z, n_rows, start=None):
+    def _growth_z(self, negative_phase_z, z, n_rows, start=None, batch=None):
         """The z the model grows on (see ``growth``), from the negative phase's largest z,
-        the gradient pass's z (n_rows data rows, then the chains) and the chains' start."""
+        the gradient pass's z (n_rows data rows, then the chains), the chains' start and the
+        minibatch (N, n_visible)."""
+        if self.config.growth == "expected":
+            return self._expected_growth_z(batch)
         if self.config.growth == "any":
             largest = z.max()
             return largest if negative_phase_z is None else torch.maximum(negative_phase_z, largest)
@@ -309,6 +316,14 @@ class Trainer:
             return z[:n_rows].max()
         pairs = min(n_rows, z.shape[0] - n_rows)
         return torch.minimum(z[:pairs], z[n_rows:n_rows + pairs]).max()
+
+    def _expected_growth_z(self, batch):
+        """E = sum_n P(z >= t | v_n) over the minibatch (N, n_visible), t = l + 1 (trigger
+        "tail") or l ("last"); returns t where E >= 1, else 0 (a 0-d tensor, no host sync).
+        Columns of log P(z | v) hold z = 1, 2, ...; a family with a tail adds one for z > l."""
+        first = self.model.n_hidden + (self.config.growth_trigger != "last")
+        expected = self.model.log_p_z_given_v(batch)[:, first - 1:].exp().sum()
+        return torch.where(expected >= 1.0, first, 0)
 
     def _growth_layout(self, largest_z):
         if self.config.growth_trigger == "last":

@@ -2,6 +2,7 @@
 permuted, the one-time sort by filter norm, bit-identical resume) and the paired growth rule,
 against hand-computed values."""
 
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -186,6 +187,63 @@ def test_paired_growth_grows_less_than_any_on_the_same_run():
         sizes[rule] = trainer.model.n_hidden
     # Early on both grow at every update (one unit per update at most); later "paired" lags.
     assert 1 < sizes["paired"] < sizes["any"]
+
+
+def brute_force_p_z(W, b, v, beta, terms=20000):
+    """P(z | v) for z = 1..l + terms, shape (N, l + terms), summed term by term rather than by
+    the tail's closed form: each unit past l adds (1 - beta) ln 2 to -F(v, z) (float64)."""
+    softplus = torch.nn.functional.softplus
+    inside = (softplus(v @ W.T + b) - beta * softplus(b)).cumsum(1)
+    beyond = inside[:, -1:] + (1 - beta) * math.log(2) * torch.arange(1, terms + 1)
+    return torch.softmax(torch.cat([inside, beyond], 1), 1)
+
+
+@pytest.mark.parametrize("trigger", ["tail", "last"])
+def test_expected_growth_against_a_brute_force_tail_probability(trigger):
+    """growth="expected" grows on t = l + 1 (trigger "last": t = l) exactly when the batch's
+    sum_n P(z >= t | v_n) is at least one."""
+    generator = torch.Generator().manual_seed(3)
+    model = irbm.InfiniteRBM(N_VISIBLE, 3, beta=1.2, dtype=torch.float64).requires_grad_(False)
+    with torch.no_grad():
+        model.W.copy_(0.8 * torch.randn(3, N_VISIBLE, generator=generator, dtype=torch.float64))
+        model.b.copy_(torch.randn(3, generator=generator, dtype=torch.float64))
+    trainer = Trainer(model, progress=False, growth="expected", growth_trigger=trigger)
+    rows = data(40, seed=5)
+    first = 4 if trigger == "tail" else 3
+    reaching = brute_force_p_z(model.W, model.b, rows, 1.2)[:, first - 1:].sum(1)
+    outcomes = set()
+    for n_rows in range(1, 41):
+        expected = float(reaching[:n_rows].sum())
+        assert abs(expected - 1) > 1e-6  # away from the threshold, so the decision is sharp
+        decided = int(trainer._expected_growth_z(rows[:n_rows]))
+        assert decided == (first if expected >= 1 else 0), (n_rows, expected)
+        outcomes.add(decided)
+    assert outcomes == {0, first}
+
+
+def test_expected_growth_in_an_update_against_hand_values():
+    """A zero iRBM of 2 units with beta = 3 gives each unit the factor r = 2**(1 - beta) = 1/4:
+    P(z = 1, 2, > 2 | v) is proportional to r, r^2, r^3 / (1 - r), so P(z > 2 | v) = 1/16 and
+    P(z >= 2 | v) = 1/4 for every row. An update grows it when the rows reach one in all:
+    trigger "tail" at 20 rows (1.25) and not at 5 (0.31); "last" at 5 (1.25), not at 3."""
+    for n_rows, trigger, size in [(5, "tail", 2), (20, "tail", 3), (3, "last", 2),
+                                  (5, "last", 3)]:
+        model = irbm.InfiniteRBM(N_VISIBLE, 2, beta=3.0, dtype=torch.float64)
+        with torch.no_grad():
+            model.W.zero_()
+        trainer = Trainer(model, progress=False, growth="expected", growth_trigger=trigger,
+                          batch_size=n_rows)
+        trainer.update(data(n_rows))
+        assert trainer.model.n_hidden == size, (n_rows, trigger)
+
+
+def test_expected_growth_leaves_a_fixed_size_family_alone():
+    trainer = Trainer(irbm.OrderedRBM(N_VISIBLE, 3, dtype=torch.float64), progress=False,
+                      growth="expected", growth_trigger="last", batch_size=20)
+    # E = sum_n P(z = 3 | v_n), about 20 / 3 for the zero model, calls for growth...
+    assert int(trainer._expected_growth_z(data(20))) == 3
+    trainer.update(data(20))
+    assert trainer.model.n_hidden == 3  # ...but an oRBM does not grow
 
 
 def test_unknown_growth_rule_is_refused():
