@@ -96,6 +96,21 @@ def settling_table(rows: list[list], args) -> str:
             + "\n".join(lines) + "\n")
 
 
+NLL_CEILING = 220.0  # nats: higher snapshots are drawn at the top edge with their value
+
+
+def plot_nll(axes, epochs: list[int], nlls: list[float], **style) -> None:
+    """Plot one run's NLL with points above NLL_CEILING clipped to it and labelled, so that a
+    spike of 370 nats does not squash the 130-160 range where the runs differ."""
+    axes.plot(epochs, [min(nll, NLL_CEILING) for nll in nlls], marker="o", markersize=3,
+              **style)
+    for epoch, nll in zip(epochs, nlls):
+        if nll > NLL_CEILING:
+            axes.annotate(f"{nll:.0f}", (epoch, NLL_CEILING), textcoords="offset points",
+                          xytext=(0, 4), ha="center", fontsize="x-small",
+                          color=style.get("color"))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", help="LABEL=RUN_DIR")
@@ -113,7 +128,7 @@ def main(argv=None) -> int:
     apply_threads(args.threads)
     cache_path = args.out.with_suffix(".json")
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
-    figure, (size_axes, nll_axes) = plt.subplots(2, 1, figsize=(9, 8), sharex=True)
+    figure, (size_axes, nll_axes) = plt.subplots(2, 1, figsize=(9, 10), sharex=True)
     colours, styles, table = {}, {}, []
     for item in args.runs:
         label, run = item.split("=", 1)
@@ -145,17 +160,21 @@ def main(argv=None) -> int:
         # --every grid, whether or not its snapshot is still on this machine.
         epochs = sorted((epoch for epoch in points
                          if int(epoch) % args.every == 0 and int(epoch) <= args.until), key=int)
-        nll_axes.plot([int(e) for e in epochs], [points[e]["nll"] for e in epochs], marker="o",
-                      markersize=3, color=colour, linestyle=style, label=label)
+        plot_nll(nll_axes, [int(e) for e in epochs], [points[e]["nll"] for e in epochs],
+                 color=colour, linestyle=style)
         table.append(settling_row(label, [points[e] for e in epochs], history))
     size_axes.set_ylabel("hidden units")
     nll_axes.set_ylabel("test NLL (AIS, best path), nats")
     nll_axes.set_xlabel("epoch")
     for axes in (size_axes, nll_axes):
         axes.grid(alpha=0.3)
-        axes.legend(fontsize="small", ncol=2)
+    if nll_axes.get_ylim()[1] > NLL_CEILING:
+        nll_axes.set_ylim(top=NLL_CEILING + 12)  # room for the labels of clipped points
+    # One legend for both panels, below them: inside either it hid the curves.
+    handles, labels = size_axes.get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=3, fontsize="small")
     figure.suptitle("CalTech101 iRBM: size and test NLL over training")
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0.01 + 0.02 * -(-len(labels) // 3), 1, 1))
     figure.savefig(args.out.with_suffix(".png"), dpi=100)
     cache_path.write_text(json.dumps(cache, indent=1) + "\n")
     args.out.with_suffix(".md").write_text(settling_table(table, args))
