@@ -190,6 +190,11 @@ class Settings:
         "persistent chains an update advances: 'all', or as many as the minibatch has rows, "
         "the first ones ('rows', the authors' code: an epoch's last, short minibatch advances "
         "only the first chains)", "training", None, choices=RULES["chains_per_update"])
+    last_batch: str | None = _setting(
+        "when --batch-size does not divide the training rows: 'keep' the remainder as a short "
+        "last minibatch (CalTech101: 4 rows; the authors' code), or 'merge' it into the one "
+        "before (ADAGRAD steps a 4-row minibatch's noisy gradient as far as a full one's)",
+        "training", None, choices=RULES["last_batch"])
     random_stream: str | None = _setting(
         "the Gibbs sampler's uniforms: 'philox' (counter-based, serves the fused sampling "
         "kernels; a new CPU run's default) or 'torch' (torch.Generator, eager sampling; the "

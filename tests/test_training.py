@@ -309,12 +309,15 @@ def test_a_checkpoint_from_before_the_regularization_growth_and_epsilon_options_
     path = tmp_path / "checkpoint.safetensors"
     trainer.save_checkpoint(path)
     tensors, metadata = ckpt.read_checkpoint(path)
-    for name in ("regularization", "growth", "epsilon_placement"):
+    for name in ("regularization", "growth", "epsilon_placement", "last_batch"):
         del metadata["training"][name]
     ckpt.write_checkpoint(path, tensors, metadata)
     resumed = Trainer.from_checkpoint(path)
     assert (resumed.config.regularization, resumed.config.growth,
-            resumed.config.epsilon_placement) == ("proximal", "any", "outside")
+            resumed.config.epsilon_placement, resumed.config.last_batch) == \
+        ("proximal", "any", "outside", "keep")
+    with pytest.raises(ValueError, match="last_batch: keep -> merge"):
+        Trainer.from_checkpoint(path, last_batch="merge")
     with pytest.raises(ValueError, match="regularization: proximal -> authors"):
         Trainer.from_checkpoint(path, regularization="authors")
     with pytest.raises(ValueError, match="growth: any -> paired"):
@@ -338,11 +341,12 @@ def test_optimizer_rejects_bad_settings():
 
 # ---------------------------------------------------------------------------- checkpoints
 @pytest.mark.parametrize("family", FACTORIES)
-@pytest.mark.parametrize("persistent", [True, False])
-def test_resume_is_bit_identical(family, persistent, tmp_path):
-    data = prototype_data(n_rows=120)
+@pytest.mark.parametrize("persistent,last_batch", [(True, "keep"), (False, "keep"),
+                                                   (True, "merge")])
+def test_resume_is_bit_identical(family, persistent, last_batch, tmp_path):
+    data = prototype_data(n_rows=120)  # 7 minibatches of 16 and one of 8 (merged: of 24)
     settings = dict(cd_k=2, persistent=persistent, batch_size=16, lr=0.05, l1=1e-3,
-                    progress=False)
+                    last_batch=last_batch, progress=False)
     straight = Trainer(FACTORIES[family](), **settings)
     straight.fit(data, 6)
     first = Trainer(FACTORIES[family](), **settings)
@@ -355,6 +359,29 @@ def test_resume_is_bit_identical(family, persistent, tmp_path):
         assert torch.equal(getattr(resumed.model, name), getattr(straight.model, name)), name
     assert [h["epoch"] for h in resumed.history] == list(range(1, 7))
     assert resumed.size_history == straight.size_history
+
+
+@pytest.mark.parametrize("n_rows,keep,merge", [
+    (10, [4, 4, 2], [4, 6]), (8, [4, 4], [4, 4]), (3, [3], [3]), (5, [4, 1], [5])])
+def test_the_last_minibatch_is_kept_short_or_merged_into_the_one_before(n_rows, keep, merge):
+    """Minibatch sizes of one epoch (batch_size 4), and every row used once per epoch, in the
+    shuffled order."""
+    for rule, sizes in (("keep", keep), ("merge", merge)):
+        trainer = Trainer(FACTORIES["rbm"](), batch_size=4, last_batch=rule, progress=False)
+        order = torch.randperm(n_rows)
+        batches = list(trainer._minibatches(n_rows, order))
+        assert [len(rows) for rows in batches] == sizes, rule
+        assert torch.equal(torch.cat(batches), order)
+        in_order = list(trainer._minibatches(n_rows, None))
+        assert [(s.start, s.stop) for s in in_order] == \
+            [(sum(sizes[:i]), sum(sizes[:i + 1])) for i in range(len(sizes))]
+    seen = []
+    trainer = Trainer(FACTORIES["rbm"](), batch_size=4, last_batch="merge", progress=False)
+    trainer.update = lambda batch: seen.append(batch.shape[0])
+    trainer.fit(prototype_data(n_rows=10), 2)
+    assert seen == [4, 6, 4, 6] and trainer.state.updates == 0  # update replaced: no steps
+    with pytest.raises(ValueError, match="last_batch must be one of"):
+        Trainer(FACTORIES["rbm"](), last_batch="drop")
 
 
 def test_a_checkpoint_saved_on_another_kind_of_device_resumes_with_a_warning(tmp_path):
