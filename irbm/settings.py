@@ -220,7 +220,8 @@ class Settings:
         "units), or 'chains' (the authors' code: z drawn on the negative chains before and "
         "after the Gibbs steps, never the data's), 'data' (only the z drawn on the data "
         "rows), or 'expected' (no sampled z: grow while the minibatch's expected number of "
-        "data rows with z past l, sum_n P(z > l | v_n), is at least one)", "training", None, choices=GROWTH_RULES)
+        "data rows with z past l, sum_n P(z > l | v_n), is at least one)", "training", None,
+        choices=GROWTH_RULES)
     growth_trigger: str | None = _setting(
         "which z grows the iRBM: one past its l units ('tail'), or one at l or past it "
         "('last': the authors' P(z|v) has l categories, the last holding z >= l)", "training",

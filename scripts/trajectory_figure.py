@@ -35,16 +35,23 @@ from irbm.ais import estimate_log_partition, tuned_betas  # noqa: E402
 from irbm.evaluate import free_energies  # noqa: E402
 
 
-def snapshot_nll(snapshot: Path, n_chains: int, n_betas: int) -> dict:
-    dataset = runs.load_run_dataset(snapshot)
-    model, source = runs.run_model(snapshot, which="latest")
-    train, test = torch.as_tensor(dataset.train), torch.as_tensor(dataset.test)
+def snapshot_log_z(model, train, n_chains: int, n_betas: int) -> dict:
+    """{path: ln Z} by AIS on each of the family's paths: n_chains chains, n_betas
+    temperatures tuned on a pilot run, base from the training rows (N, n_visible)."""
     log_z = {}
     for path in model.ais_paths:
         betas = tuned_betas(model, n_betas, base="data", data=train, path=path, seed=1)
         log_z[path] = estimate_log_partition(model, n_chains, betas=betas, base="data",
                                              data=train, path=path, seed=0,
                                              progress=False).log_z
+    return log_z
+
+
+def snapshot_nll(snapshot: Path, n_chains: int, n_betas: int) -> dict:
+    dataset = runs.load_run_dataset(snapshot)
+    model, source = runs.run_model(snapshot, which="latest")
+    train, test = torch.as_tensor(dataset.train), torch.as_tensor(dataset.test)
+    log_z = snapshot_log_z(model, train, n_chains, n_betas)
     best = max(log_z.values())
     return {"epoch": source.epoch, "n_hidden": model.n_hidden, "sha256": source.sha256,
             "log_z": log_z, "nll": float(free_energies(model, test).mean()) + best,

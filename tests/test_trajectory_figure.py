@@ -1,6 +1,7 @@
 """scripts/trajectory_figure.py: the size and NLL of each snapshot of several runs, and the
 table that judges whether they settle, on tiny iRBMs trained here."""
 
+import hashlib
 import json
 import shutil
 
@@ -8,6 +9,7 @@ import pytest
 from _cli_helpers import load_script
 
 import irbm
+from irbm import runs
 from irbm.cli import main as cli_main
 
 
@@ -56,3 +58,30 @@ def test_rows_judge_each_run_from_the_settling_epoch_on(tmp_path):
     assert "1000000.0" not in out.with_suffix(".md").read_text()
     with pytest.raises(SystemExit):
         script.main([*argv[:-2], "--every", "0"])
+
+
+@pytest.mark.parametrize("last_batch", ["keep", "merge"])
+def test_epoch_updates_replays_the_runs_next_epoch_bit_for_bit(tmp_path, last_batch):
+    """scripts/epoch_updates.py steps through epoch E + 1 of a run saved at epoch E in memory:
+    its model after the last update is the run's own epoch E + 1, and the run is untouched."""
+    script = load_script("epoch_updates")
+    run, ahead = tmp_path / "run", tmp_path / "ahead"
+    options = ["train", "irbm", "digits", "--lr", "0.05", "--l1", "0.001", "--train-size",
+               "150", "--batch-size", "40", "--last-batch", last_batch, "--quiet"]
+    assert cli_main([*options, "--out", str(run), "--epochs", "1"]) == 0
+    assert cli_main([*options, "--out", str(ahead), "--epochs", "2"]) == 0
+    before = (run / "checkpoint.safetensors").read_bytes()
+    out = tmp_path / "updates"
+    assert script.main([str(run), "--updates", "0,1", "--out", str(out), "--chains", "10",
+                        "--betas", "20"]) == 0
+    assert (run / "checkpoint.safetensors").read_bytes() == before
+    record = json.loads(out.with_suffix(".json").read_text())
+    # 150 rows by 40: 3 of 40 and one of 30 (merged: 40, 40, 70).
+    expected = [30, 40] if last_batch == "keep" else [40, 70]
+    assert record["batch_sizes"] == expected and record["epoch"] == 2
+    n_updates = 4 if last_batch == "keep" else 3
+    assert [r["update"] for r in record["records"]] == [0, 1, n_updates]
+    assert record["updates"] == n_updates
+    model, _ = runs.run_model(ahead, which="latest")
+    assert hashlib.sha256(model.W.detach().numpy().tobytes()).hexdigest() == \
+        record["coupling_sha256_after"]
