@@ -22,6 +22,19 @@ train rules/irbm-prune-one-s1234 --pruning one --seed 1234
 # bucket) and their new unit (one ADAGRAD + L1 step on the chains' gradient).
 train rules/irbm-growth-chains-s1234 --growth chains --growth-trigger last --seed 1234
 train rules/irbm-new-unit-chains-s1234 --new-unit chains --seed 1234
+# A rule of irbm's own (session 15): grow while the minibatch's expected number of data rows
+# with z past l is at least one, no sampled z.
+train rules/irbm-expected-s1234 --growth expected --seed 1234
+train rules/irbm-expected-s2 --growth expected --seed 2
+# Where in an epoch the NLL moves (session 15): the expected-growth run of seed 1234 again to
+# epoch 499, then its epoch 500 update by update (its epoch-500 snapshot had spiked).
+irbm train irbm caltech101 --growth expected --seed 1234 "${common[@]}" --epochs 499 --quiet \
+    --out "$RUNS/rules/irbm-expected-s1234-e499"
+python scripts/epoch_updates.py "$RUNS/rules/irbm-expected-s1234-e499" \
+    --updates 0,16,32,48,56,60,62,63,64 --out results/caltech101_irbm_last_batch
+# The remainder rows merged into the epoch's last full minibatch, no 4-row one (session 15).
+train rules/irbm-merge-s1234 --last-batch merge --seed 1234
+train rules/irbm-merge-s2 --last-batch merge --seed 2
 # Biases free of L1 (--regularization weights): it never shrinks, stopped at 300 epochs.
 EVERY=50 EPOCHS=300 bash scripts/train_snapshots.sh "$RUNS/rules/irbm-weights-s1234" irbm \
     caltech101 --regularization weights --seed 1234 "${common[@]}"
@@ -35,4 +48,8 @@ python scripts/trajectory_figure.py \
     "growth on the chains' z/seed 1234=$RUNS/rules/irbm-growth-chains-s1234" \
     "new unit from the chains/seed 1234=$RUNS/rules/irbm-new-unit-chains-s1234" \
     "L1 on the weights only/seed 1234=$RUNS/rules/irbm-weights-s1234" \
+    "expected growth/seed 1234=$RUNS/rules/irbm-expected-s1234" \
+    "expected growth/seed 2=$RUNS/rules/irbm-expected-s2" \
+    "last minibatch merged/seed 1234=$RUNS/rules/irbm-merge-s1234" \
+    "last minibatch merged/seed 2=$RUNS/rules/irbm-merge-s2" \
     --until 1000 --out results/caltech101_irbm_trajectory
