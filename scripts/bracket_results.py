@@ -15,6 +15,7 @@ it on a fresh clone. Each bracket is judged again under the current rules
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import shlex
 import sys
@@ -25,6 +26,7 @@ from paper_results import PAPER, command_of
 from irbm import runs, workflows
 from irbm._threads import apply_threads
 from irbm.bracket import rejudge
+from irbm.evaluate import bracket_nll
 
 SELECTION_FILE = "selection.json"  # scripts/record_selection.py
 
@@ -38,15 +40,22 @@ def latest_bracket(model_dir: Path) -> dict | None:
     return None
 
 
+# `irbm.evaluate.bracket_nll`'s first level when --betas is not given.
+FIRST_LEVEL_BETAS = inspect.signature(bracket_nll).parameters["n_betas"].default
+
+
 def evaluate_command(model_dir: Path, bracket: dict, record: dict) -> str:
     bases = bracket.get("bases", ["data"])  # brackets made before both bases ran: data
     paths = bracket.get("paths", [])
     budget = bracket.get("max_seconds")  # not recorded by the first brackets
+    levels = bracket.get("levels") or [{}]
+    first = levels[0].get("n_betas", FIRST_LEVEL_BETAS)  # a bracket started further on
     return (f"irbm evaluate {shlex.quote(str(model_dir))}"
             + (" --latest" if record.get("which", "latest") == "latest" else "")
             + f" --bracket --chains {bracket['n_chains']} --raise {bracket['n_rows']} "
             f"--tolerance {bracket['tolerance']:g} --seed {record.get('seed', 0)}"
             + (f" --max-seconds {budget:g}" if budget else "")
+            + (f" --betas {first}" if first != FIRST_LEVEL_BETAS else "")
             + (f" --base {bases[0]}" if len(bases) == 1 else "")
             + (f" --ais-path {paths[0]}" if len(paths) == 1 else "")
             + _tempering_command(model_dir, record, bracket.get("cross_check")))

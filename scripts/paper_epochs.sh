@@ -38,6 +38,11 @@ bracket() {  # model, AIS chains per path, tempering sweeps of the cross-check
       --rows 300 --max-seconds 1500 --tempering "$3"
 }
 bracket orbm500-l1e-3-e5000 1000 2000
+# Session 15: one more doubling for the oRBM-500 (16,000 and 32,000 temperatures, seed 2), run
+# once: a finished bracket is kept, never rerun for a better draw.
+grep -q '"n_betas": 32000' results/models/orbm500-l1e-3-e5000/evaluation.json ||
+  irbm evaluate results/models/orbm500-l1e-3-e5000 --latest --bracket --chains 1000 --raise 300 \
+      --tolerance 1 --seed 2 --betas 16000 --max-seconds 6500 --threads 1
 bracket irbm-authors-selected 500 2000
 bracket rbm2000-adagrad-e2000 1000 1000
 python scripts/bracket_results.py \
