@@ -23,6 +23,7 @@ import argparse
 import hashlib
 import json
 import sys
+from copy import deepcopy
 from pathlib import Path
 
 import torch
@@ -36,6 +37,29 @@ from irbm.evaluate import free_energies  # noqa: E402
 from irbm.training import Trainer  # noqa: E402
 
 
+def measure_alternatives(trainer, train, last_rows, args) -> list[dict]:
+    """The test NLL after the epoch's last update made, in a copy of ``trainer``, on
+    ``args.alternatives`` minibatches of random training rows of the last one's size, then on
+    each of its rows repeated to that size; the true last update is measured by the caller."""
+    rows = torch.arange(train.shape[0])[last_rows]
+    generator = torch.Generator().manual_seed(7)
+    cases = [("its own rows", rows)]
+    cases += [(f"random rows #{k + 1}",
+               torch.randint(0, train.shape[0], (len(rows),), generator=generator))
+              for k in range(args.alternatives)]
+    cases += [(f"row {int(row)} alone, {len(rows)} times", row.repeat(len(rows))) for row in rows]
+    results = []
+    for kind, chosen in cases:
+        copy = deepcopy(trainer)
+        copy.update(train[chosen])
+        log_z = snapshot_log_z(copy.model, train, args.chains, args.betas)
+        results.append({"kind": kind, "rows": chosen.tolist(),
+                        "nll": float(free_energies(copy.model, args.test).mean())
+                        + max(log_z.values())})
+        print(f"last update on {kind}: NLL {results[-1]['nll']:.2f}", flush=True)
+    return results
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path)
@@ -45,6 +69,10 @@ def main(argv=None) -> int:
     parser.add_argument("--chains", type=int, default=100)
     parser.add_argument("--betas", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--alternatives", type=int, default=0, metavar="R",
+                        help="also measure the epoch's last update made instead on R minibatches "
+                        "of as many random training rows, and on each row of the last "
+                        "minibatch repeated to its size (each from the same state, in a copy)")
     args = parser.parse_args(argv)
     marks = sorted({int(mark) for mark in args.updates.split(",")})
     apply_threads(args.threads)
@@ -53,6 +81,7 @@ def main(argv=None) -> int:
     dtype = trainer.model.dtype
     train = torch.as_tensor(dataset.train).to(dtype)
     test = torch.as_tensor(dataset.test).to(dtype)
+    args.test = test
     epoch = trainer.epoch + 1
     # The order `Trainer.fit` would draw for this epoch, from the checkpointed generator.
     order = torch.randperm(train.shape[0], generator=trainer.order_generator) \
@@ -72,10 +101,13 @@ def main(argv=None) -> int:
                         "nll": mean_free_energy + max(log_z.values())})
         print(f"epoch {epoch} update {update}: NLL {records[-1]['nll']:.2f}", flush=True)
 
+    alternatives = []
     with trainer.model.trusted_inputs():
         for update, rows in enumerate(batches):
             if update in marks:
                 measure(update)
+            if update == len(batches) - 1 and args.alternatives:
+                alternatives = measure_alternatives(trainer, train, rows, args)
             trainer.update(train[rows])
     measure(len(batches))
     coupling = next(name for name, spec in trainer.model.parameter_specs.items()
@@ -85,7 +117,8 @@ def main(argv=None) -> int:
     payload = {"run": str(args.run), "epoch": epoch, "updates": len(batches),
                "batch_sizes": sorted(set(sizes)),
                "last_batch": trainer.config.last_batch, "chains": args.chains,
-               "betas": args.betas, "coupling_sha256_after": digest, "records": records}
+               "betas": args.betas, "coupling_sha256_after": digest, "records": records,
+               "alternatives": alternatives}
     args.out.with_suffix(".json").write_text(json.dumps(payload, indent=1) + "\n")
     lines = [f"# Test NLL within epoch {epoch} of `{args.run}`", "",
              f"Update k is measured before the epoch's k-th update (k = {len(batches)}: after "
@@ -97,6 +130,12 @@ def main(argv=None) -> int:
     lines += [f"| {r['update']} | {r['rows_next'] if r['rows_next'] is not None else '-'} | "
               f"{r['n_hidden']} | {r['test_free_energy']:.2f} | {r['nll']:.2f} |"
               for r in records]
+    if alternatives:
+        lines += ["", f"The last update made instead on other rows, from the state before it "
+                  f"(update {len(batches) - 1}):", "",
+                  "| last minibatch | training rows | test NLL after it |", "|---|---|---|"]
+        lines += [f"| {a['kind']} | {', '.join(map(str, a['rows']))} | {a['nll']:.2f} |"
+                  for a in alternatives]
     args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out.with_suffix('.md')} and .json")
     return 0

@@ -31,7 +31,7 @@ train rules/irbm-expected-s2 --growth expected --seed 2
 irbm train irbm caltech101 --growth expected --seed 1234 "${common[@]}" --epochs 499 --quiet \
     --out "$RUNS/rules/irbm-expected-s1234-e499"
 python scripts/epoch_updates.py "$RUNS/rules/irbm-expected-s1234-e499" \
-    --updates 0,16,32,48,56,60,62,63,64 --out results/caltech101_irbm_last_batch
+    --updates 0,16,32,48,56,60,62,63,64 --alternatives 2 --out results/caltech101_irbm_last_batch
 # The remainder rows merged into the epoch's last full minibatch, no 4-row one (session 15).
 train rules/irbm-merge-s1234 --last-batch merge --seed 1234
 train rules/irbm-merge-s2 --last-batch merge --seed 2

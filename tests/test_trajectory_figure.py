@@ -67,19 +67,24 @@ def test_epoch_updates_replays_the_runs_next_epoch_bit_for_bit(tmp_path, last_ba
     script = load_script("epoch_updates")
     run, ahead = tmp_path / "run", tmp_path / "ahead"
     options = ["train", "irbm", "digits", "--lr", "0.05", "--l1", "0.001", "--train-size",
-               "150", "--batch-size", "40", "--last-batch", last_batch, "--quiet"]
+               "122", "--batch-size", "40", "--last-batch", last_batch, "--quiet"]
     assert cli_main([*options, "--out", str(run), "--epochs", "1"]) == 0
     assert cli_main([*options, "--out", str(ahead), "--epochs", "2"]) == 0
     before = (run / "checkpoint.safetensors").read_bytes()
     out = tmp_path / "updates"
+    alternatives = ["--alternatives", "1"] if last_batch == "keep" else []
     assert script.main([str(run), "--updates", "0,1", "--out", str(out), "--chains", "10",
-                        "--betas", "20"]) == 0
+                        "--betas", "20", *alternatives]) == 0
     assert (run / "checkpoint.safetensors").read_bytes() == before
     record = json.loads(out.with_suffix(".json").read_text())
-    # 150 rows by 40: 3 of 40 and one of 30 (merged: 40, 40, 70).
-    expected = [30, 40] if last_batch == "keep" else [40, 70]
+    # 122 rows by 40: 3 of 40 and one of 2 (merged: 40, 40, 42).
+    expected = [2, 40] if last_batch == "keep" else [40, 42]
     assert record["batch_sizes"] == expected and record["epoch"] == 2
     n_updates = 4 if last_batch == "keep" else 3
+    if last_batch == "keep":  # replayed in a copy, the last update lands where the epoch does
+        own, other, *alone = record["alternatives"]
+        assert own["kind"] == "its own rows" and own["nll"] == record["records"][-1]["nll"]
+        assert len(alone) == len(own["rows"]) == 2 and len(other["rows"]) == 2
     assert [r["update"] for r in record["records"]] == [0, 1, n_updates]
     assert record["updates"] == n_updates
     model, _ = runs.run_model(ahead, which="latest")
