@@ -35,6 +35,12 @@ python scripts/epoch_updates.py "$RUNS/rules/irbm-expected-s1234-e499" \
 # The remainder rows merged into the epoch's last full minibatch, no 4-row one (session 15).
 train rules/irbm-merge-s1234 --last-batch merge --seed 1234
 train rules/irbm-merge-s2 --last-batch merge --seed 2
+# Its seed 2 at epoch 1,000 had the lowest point estimate of any 1,000-epoch iRBM: bracketed once.
+[[ -d results/models/irbm-merge-s2-e1000 ]] || cp -r "$RUNS/rules/irbm-merge-s2/snapshots/1000" \
+    results/models/irbm-merge-s2-e1000
+[[ -f results/models/irbm-merge-s2-e1000/evaluation.json ]] ||
+  irbm evaluate results/models/irbm-merge-s2-e1000 --latest --bracket --chains 500 --raise 300 \
+      --tolerance 1 --seed 0 --max-seconds 1200 --threads 1
 # Biases free of L1 (--regularization weights): it never shrinks, stopped at 300 epochs.
 EVERY=50 EPOCHS=300 bash scripts/train_snapshots.sh "$RUNS/rules/irbm-weights-s1234" irbm \
     caltech101 --regularization weights --seed 1234 "${common[@]}"
