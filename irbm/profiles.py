@@ -27,10 +27,10 @@ from __future__ import annotations
 PROFILES = {
     "irbm": {"epsilon_placement": "outside", "regularization": "proximal", "shuffle": True,
              "chains_per_update": "all", "growth": "any", "growth_trigger": "tail",
-             "new_unit": "update", "pruning": "all", "last_batch": "keep"},
+             "new_unit": "update", "pruning": "all"},
     "authors": {"epsilon_placement": "inside", "regularization": "authors", "shuffle": False,
                 "chains_per_update": "rows", "growth": "chains", "growth_trigger": "last",
-                "new_unit": "chains", "pruning": "one", "last_batch": "keep"},
+                "new_unit": "chains", "pruning": "one"},
 }
 GROWTH_SETTINGS = ("growth", "growth_trigger", "new_unit", "pruning")
 

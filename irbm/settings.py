@@ -190,11 +190,11 @@ class Settings:
         "persistent chains an update advances: 'all', or as many as the minibatch has rows, "
         "the first ones ('rows', the authors' code: an epoch's last, short minibatch advances "
         "only the first chains)", "training", None, choices=RULES["chains_per_update"])
-    last_batch: str | None = _setting(
+    last_batch: str = _setting(
         "when --batch-size does not divide the training rows: 'keep' the remainder as a short "
         "last minibatch (CalTech101: 4 rows; the authors' code), or 'merge' it into the one "
         "before (ADAGRAD steps a 4-row minibatch's noisy gradient as far as a full one's)",
-        "training", None, choices=RULES["last_batch"])
+        "training", "keep", choices=RULES["last_batch"])
     random_stream: str | None = _setting(
         "the Gibbs sampler's uniforms: 'philox' (counter-based, serves the fused sampling "
         "kernels; a new CPU run's default) or 'torch' (torch.Generator, eager sampling; the "
@@ -315,6 +315,7 @@ class Settings:
         return {"cd_k": self.cd_k, "persistent": self.pcd, "batch_size": self.batch_size,
                 "optimizer": self.optimizer, "lr": self.lr, "l1": self.l1, "l2": self.l2,
                 "regularization": self.regularization, "seed": self.seed,
+                "last_batch": self.last_batch,
                 **{name: getattr(self, name) for name in PROFILES["irbm"]},
                 **({} if self.random_stream is None else {"random_stream": self.random_stream})}
 
