@@ -138,7 +138,8 @@ class Trainer:
         minibatch's expected number of data rows whose z reaches the trigger,
         sum_n P(z > l | v_n) (or P(z >= l | v_n)), is at least one. A sampled z grows the
         model on rare draws from a tail that holds little of the data's mass; in expectation
-        it grows only while a row's worth of the data's mass lies past the units.
+        it grows only while a row's worth of the data's mass lies past the units (then at
+        every update: a zero unit moves the tail's mass by a factor 2^(1 - beta) only).
     growth_trigger : {"tail", "last"}
         Which z grows the model: one past its l units ("tail"), or one at l or past it
         ("last": the authors' P(z | v) has l categories, the last holding z >= l).

@@ -4,12 +4,15 @@
         --out results/caltech101_irbm_last_batch
 
 RUN is a run directory whose checkpoint is resumed (it is not modified: the epoch runs in
-memory, in the order and with the random streams the run itself would use, so the model after
-the epoch's last update is the run's next epoch, bit for bit). Before each update listed, and
-after the last, the test NLL is estimated as scripts/trajectory_figure.py does (AIS on each of
-the family's paths, 100 chains x 2,000 pilot-tuned temperatures, data base, the higher ln Z: an
-optimistic point estimate). Writes OUT.md and OUT.json: per update, the rows of its minibatch,
-the size, the mean test free energy and the NLL.
+memory, on the CPU, in the order and with the random streams the run itself would use, so the
+model after the epoch's last update is the run's next epoch, bit for bit, given the thread
+count it was trained with; runs with --random-permutation, whose callback this replay does not
+run, and checkpoints whose sampler state was saved on another device are refused). Before
+each update listed, and after the last, the test NLL is estimated as
+scripts/trajectory_figure.py does (AIS on each of the family's paths, 100 chains x 2,000
+pilot-tuned temperatures, data base, the higher ln Z: an optimistic point estimate). Writes
+OUT.md and OUT.json: per update, the rows of its minibatch, the size, the mean test free
+energy and the NLL.
 
 Session 15 ran it on `--growth expected --seed 1234` trained to epoch 499 (the run behind
 `expected growth/seed 1234` in results/caltech101_irbm_trajectory.md, whose epoch-500 snapshot
@@ -23,6 +26,7 @@ import argparse
 import hashlib
 import json
 import sys
+import warnings
 from copy import deepcopy
 from pathlib import Path
 
@@ -76,7 +80,16 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     marks = sorted({int(mark) for mark in args.updates.split(",")})
     apply_threads(args.threads)
-    trainer = Trainer.from_checkpoint(args.run, progress=False)
+    if runs.read_settings(args.run).random_permutation:
+        parser.error(f"{args.run} permutes its hidden units before every update "
+                     "(--random-permutation), a callback this replay does not run: its epoch "
+                     "would not be the run's")
+    with warnings.catch_warnings():  # a sampler state from another device: reseeded
+        warnings.simplefilter("error", RuntimeWarning)
+        try:
+            trainer = Trainer.from_checkpoint(args.run, device="cpu", progress=False)
+        except RuntimeWarning as warning:
+            parser.error(f"{warning}; the replay would not be the run's epoch")
     dataset = runs.load_run_dataset(args.run)
     dtype = trainer.model.dtype
     train = torch.as_tensor(dataset.train).to(dtype)
@@ -87,6 +100,9 @@ def main(argv=None) -> int:
     order = torch.randperm(train.shape[0], generator=trainer.order_generator) \
         if trainer.config.shuffle else None
     batches = list(trainer._minibatches(train.shape[0], order))
+    if marks and (marks[0] < 0 or marks[-1] >= len(batches)):
+        parser.error(f"--updates must lie in 0..{len(batches) - 1} (the epoch has "
+                     f"{len(batches)} updates), got {args.updates}")
     sizes = [len(range(train.shape[0])[rows]) if isinstance(rows, slice) else len(rows)
              for rows in batches]
     records = []

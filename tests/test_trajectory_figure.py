@@ -90,3 +90,22 @@ def test_epoch_updates_replays_the_runs_next_epoch_bit_for_bit(tmp_path, last_ba
     model, _ = runs.run_model(ahead, which="latest")
     assert hashlib.sha256(model.W.detach().numpy().tobytes()).hexdigest() == \
         record["coupling_sha256_after"]
+
+
+def test_epoch_updates_refuses_what_it_cannot_replay(tmp_path, capsys):
+    """A run with --random-permutation (a callback the replay does not run) and update indices
+    outside the epoch are refused before any work, with the reason."""
+    script = load_script("epoch_updates")
+    run = tmp_path / "run"
+    assert cli_main(["train", "irbm", "digits", "--train-size", "100", "--batch-size", "40",
+                     "--epochs", "1", "--quiet", "--out", str(run)]) == 0
+    with pytest.raises(SystemExit):
+        script.main([str(run), "--updates", "3", "--out", str(tmp_path / "out")])
+    assert "--updates must lie in 0..2" in capsys.readouterr().err
+    permuted = tmp_path / "permuted"
+    assert cli_main(["train", "irbm", "digits", "--train-size", "100", "--epochs", "1",
+                     "--random-permutation", "--quiet", "--out", str(permuted)]) == 0
+    with pytest.raises(SystemExit):
+        script.main([str(permuted), "--updates", "0", "--out", str(tmp_path / "out")])
+    assert "--random-permutation" in capsys.readouterr().err
+    assert not (tmp_path / "out.json").exists()
