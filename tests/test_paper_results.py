@@ -372,3 +372,19 @@ def test_every_committed_model_reproduces_its_bracket_on_a_fresh_clone(model_dir
     mean_free_energy = float(evaluate.free_energies(model, torch.as_tensor(dataset.test))
                              .double().mean())
     assert bracket["optimistic"] == pytest.approx(mean_free_energy + bracket["log_z"], abs=1e-4)
+
+
+def test_a_bracket_started_further_on_names_its_first_temperatures(monkeypatch):
+    """The command that re-derives a bracket gives --betas when its first level was not
+    bracket_nll's default (the oRBM-500's last bracket started at 16,000)."""
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    spec = importlib.util.spec_from_file_location("bracket_results",
+                                                  SCRIPT.parent / "bracket_results.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    bracket = {"n_chains": 1000, "n_rows": 300, "tolerance": 1.0, "max_seconds": 6500,
+               "levels": [{"n_betas": 16000}, {"n_betas": 32000}]}
+    command = script.evaluate_command(Path("m"), bracket, {"seed": 2})
+    assert " --betas 16000" in command and shlex.split(command)[:2] == ["irbm", "evaluate"]
+    bracket["levels"][0]["n_betas"] = script.FIRST_LEVEL_BETAS
+    assert "--betas" not in script.evaluate_command(Path("m"), bracket, {"seed": 2})

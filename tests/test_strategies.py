@@ -249,3 +249,22 @@ def test_expected_growth_leaves_a_fixed_size_family_alone():
 def test_unknown_growth_rule_is_refused():
     with pytest.raises(ValueError, match="growth must be one of"):
         Trainer(irbm.InfiniteRBM(N_VISIBLE), growth="both")
+
+
+def test_expected_growth_resumes_bit_identically(tmp_path):
+    options = dict(cd_k=2, batch_size=16, lr=0.05, l1=1e-3, growth="expected",
+                   last_batch="merge", progress=False)
+
+    def fresh():
+        return Trainer(irbm.InfiniteRBM(N_VISIBLE, dtype=torch.float64), **options)
+
+    straight = fresh()
+    straight.fit(data(120), 6)
+    first = fresh()
+    first.fit(data(120), 3)
+    first.save_checkpoint(tmp_path / "state.safetensors")
+    resumed = Trainer.from_checkpoint(tmp_path / "state.safetensors", progress=False)
+    resumed.fit(data(120), 6)
+    assert resumed.size_history == straight.size_history and straight.model.n_hidden > 1
+    for name, tensor in straight.model.state_dict().items():
+        assert torch.equal(tensor, resumed.model.state_dict()[name]), name
