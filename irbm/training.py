@@ -160,10 +160,11 @@ class Trainer:
     last_batch : {"keep", "merge"}
         When batch_size does not divide the rows, the remainder makes a short last minibatch
         ("keep": CalTech101's 4,100 rows end every epoch on 4), or joins the minibatch before
-        it ("merge": one of 68). ADAGRAD's step, lr g / sqrt(G), has nearly the same size
-        whatever the gradient's noise, so a 4-row minibatch moves the model as far as a full
-        one in a direction 16 times noisier: on a CalTech101 iRBM that one update raised the
-        test NLL from 133 to 212 (results/caltech101_irbm_last_batch.md).
+        it ("merge": one of 68). ADAGRAD's step, lr g / sqrt(G), divides by the gradients
+        accumulated so far, not by this minibatch's noise, so a 4-row minibatch, whose mean
+        gradient has 16 times the variance of a 64-row one's, steps at least as far in a
+        noisier direction: on a CalTech101 iRBM that one update raised the test NLL from 133
+        to 212 (results/caltech101_irbm_last_batch.md).
     seed : int
         Seeds the Gibbs sampler and the minibatch order.
     random_stream : {"philox", "torch"} or None
