@@ -42,17 +42,23 @@ def threads(n: int | None, work: float | None = None):
         torch.set_num_threads(previous)
 
 
-def interleaved(functions: dict, repeats: int, warmup: int = 1) -> dict[str, list[float]]:
+def interleaved(functions: dict, repeats: int, warmup: int = 1,
+                device="cpu") -> dict[str, list[float]]:
     """Seconds of each function per repeat, the functions run back to back in every repeat so
-    that load from other processes hits them alike (compare them by per-repeat ratios)."""
+    that load from other processes hits them alike (compare them by per-repeat ratios). On
+    CUDA each timing waits for the work the function queued (kernels run asynchronously)."""
+    device = torch.device(device)
+    wait = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     for _ in range(warmup):
         for function in functions.values():
             function()
     times = {name: [] for name in functions}
     for _ in range(repeats):
         for name, function in functions.items():
+            wait()
             start = time.perf_counter()
             function()
+            wait()
             times[name].append(time.perf_counter() - start)
     return times
 
@@ -91,8 +97,12 @@ def cpu_name() -> str:
     return f"{name} ({', '.join(vectors) or 'no AVX2'})"
 
 
-def conditions(busy: bool) -> str:
+def conditions(busy: bool, device="cpu") -> str:
+    """The machine a table was measured on: the CPU (and the GPU when ``device`` is one)."""
     load = open("/proc/loadavg").read().split()[0] if sys.platform == "linux" else "?"
-    return (f"{cpu_name()}; torch {torch.__version__}, float32, 1-min load average {load} at "
-            "start"
+    device = torch.device(device)
+    gpu = (f"; on {torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda})"
+           if device.type == "cuda" else "")
+    return (f"{cpu_name()}{gpu}; torch {torch.__version__}, float32, 1-min load average {load} "
+            "at start"
             + (", one core kept busy by a spinning process (--busy)" if busy else ""))

@@ -5,6 +5,7 @@ everything else (the families' hidden sums, drawing h and z, the visible draw) i
 which the ratio (median of per-repeat ratios, the two timed back to back) measures.
 
     python benchmarks/bench_ais.py [--quick] [--busy] [--threads 1 2] [--chains 1000 2000]
+    python benchmarks/bench_ais.py --device cuda --threads 1 --chains 1000 10000
 
 Findings (AIS step ratios, conditions): see bench_training.py's docstring.
 """
@@ -34,21 +35,23 @@ PAPER_CHAINS, PAPER_BETAS = 5_000, 100_000
 MODES = ("eager", "fused")
 
 
-def make_model(family: str, n_visible: int, n_hidden: int, generator: torch.Generator):
-    """A float32 model with trained-looking parameter scales."""
+def make_model(family: str, n_visible: int, n_hidden: int, generator: torch.Generator,
+               device="cpu"):
+    """A float32 model with trained-looking parameter scales, on ``device``."""
     model = irbm.build_model({"family": family, "n_visible": n_visible, "n_hidden": n_hidden})
     with torch.no_grad():
         for parameter, mean, std in zip(model.parameters(), (0.0, -1.0, -2.0), (0.1, 0.5, 1.0)):
             parameter.copy_(mean + std * torch.randn(parameter.shape, generator=generator))
-    return model
+    return model.to(device)
 
 
-def products_runner(n_visible, n_hidden, n_chains, steps, generator):
+def products_runner(n_visible, n_hidden, n_chains, steps, generator, device="cpu"):
     """``steps`` times (n, D) x (D, K) then (n, K) x (K, D) on binary operands, as in a step."""
-    weights = torch.randn(n_hidden, n_visible, generator=generator)
-    visible = torch.rand(n_chains, n_visible, generator=generator).lt(0.5).float()
-    hidden = torch.rand(n_chains, n_hidden, generator=generator).lt(0.5).float()
-    out = torch.empty(n_chains, n_hidden), torch.empty(n_chains, n_visible)
+    weights = torch.randn(n_hidden, n_visible, generator=generator).to(device)
+    visible = torch.rand(n_chains, n_visible, generator=generator).lt(0.5).float().to(device)
+    hidden = torch.rand(n_chains, n_hidden, generator=generator).lt(0.5).float().to(device)
+    out = (torch.empty(n_chains, n_hidden, device=device),
+           torch.empty(n_chains, n_visible, device=device))
 
     def run():
         for _ in range(steps):
@@ -60,7 +63,8 @@ def products_runner(n_visible, n_hidden, n_chains, steps, generator):
 def steps_runner(model, n_chains, steps, base: str, kind=None, fused: bool = True):
     """``steps`` temperature steps of the family's annealing path ``kind`` (None: its default)
     on ``n_chains`` chains, with irbm.kernels' fused steps or (``fused=False``) eager ones."""
-    bias = model.base_visible_bias() if base == "model" else torch.full((model.n_visible,), -1.5)
+    bias = model.base_visible_bias() if base == "model" else \
+        torch.full((model.n_visible,), -1.5, device=model.device)
     path = model.annealing_path(bias, kind=kind if kind in model.ais_paths else None)
     uniforms = UniformSource(0, model.device)
     previous = os.environ.get("IRBM_KERNELS")
@@ -95,13 +99,16 @@ def main(argv=None):
                              "takes its default)")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run")
     parser.add_argument("--busy", action="store_true", help="keep one core busy meanwhile")
+    parser.add_argument("--device", default="cpu",
+                        help="torch device (on cuda both modes run the eager step: the fused "
+                             "kernels are CPU code)")
     args = parser.parse_args(argv)
     if args.quick:
         args.chains, args.sizes, args.visible, args.threads = [50], [10], 20, [1]
         args.steps, args.repeats = 3, 1
     if args.busy:
         start_busy_core()
-    print(conditions(args.busy))
+    print(conditions(args.busy, args.device))
     torch.set_grad_enabled(False)
     generator = torch.Generator().manual_seed(1234)
     rows = []
@@ -110,14 +117,14 @@ def main(argv=None):
             for n in args.threads:
                 with threads(n):
                     functions = {"bare": products_runner(args.visible, n_hidden, n_chains,
-                                                         args.steps, generator)}
-                    models = {f: make_model(f, args.visible, n_hidden, generator)
+                                                         args.steps, generator, args.device)}
+                    models = {f: make_model(f, args.visible, n_hidden, generator, args.device)
                               for f in FAMILIES}
                     functions.update({
                         f"{f} {mode}": steps_runner(models[f], n_chains, args.steps, args.base,
                                                     args.path, mode == "fused")
                         for f in FAMILIES for mode in MODES})
-                    times = interleaved(functions, args.repeats)
+                    times = interleaved(functions, args.repeats, device=args.device)
                 rows.append([n_hidden, n_chains, n, median_ms(times["bare"]) / args.steps]
                             + [median_ratio(times[f"{f} {mode}"], times["bare"])
                                for f in FAMILIES for mode in MODES])

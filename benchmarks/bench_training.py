@@ -9,6 +9,7 @@ an RBM of the same final size on CalTech101-sized data (4,100 x 784 random binar
 hundred updates); and the thread policy's default against the best thread count per size.
 
     python benchmarks/bench_training.py [--quick] [--busy] [--threads 1 2] [--repeats 7]
+    python benchmarks/bench_training.py --device cuda --streams torch --only ratios growth
 
 Fused kernels (irbm.kernels, Philox stream): before/after tables and what remains in the README's
 "Performance" section (Intel Sapphire Rapids, 1 thread).
@@ -81,17 +82,18 @@ N_VISIBLE, BATCH, K = 784, 64, 10
 FAMILIES = ("rbm", "orbm", "irbm")
 
 
-def make_model(family: str, n_visible: int, n_hidden: int, grow: bool = False):
-    """A model with small random weights (what training starts from); an iRBM capped at its
-    size unless ``grow``."""
+def make_model(family: str, n_visible: int, n_hidden: int, grow: bool = False, device="cpu"):
+    """A model with small random weights (what training starts from) on ``device``; an iRBM
+    capped at its size unless ``grow``."""
     generator = torch.Generator().manual_seed(1)
     if family == "irbm":
         model = irbm.InfiniteRBM(n_visible, n_hidden=n_hidden,
                                  max_hidden=None if grow else n_hidden)
         with torch.no_grad():
             model.W.normal_(0, 0.01, generator=generator)
-        return model
-    return irbm.build_model({"family": family, "n_visible": n_visible, "n_hidden": n_hidden})
+        return model.to(device)
+    return irbm.build_model({"family": family, "n_visible": n_visible,
+                             "n_hidden": n_hidden}).to(device)
 
 
 def data(rows: int, n_visible: int, seed: int = 0) -> torch.Tensor:
@@ -105,7 +107,7 @@ def update_runner(model, k: int, persistent: bool = True, batch: torch.Tensor | 
     update); ``validated`` checks the batch every time, as a partial_fit does."""
     trainer = Trainer(model, cd_k=k, persistent=persistent, batch_size=BATCH, progress=False,
                       random_stream=random_stream)
-    batch = data(BATCH, model.n_visible) if batch is None else batch
+    batch = (data(BATCH, model.n_visible) if batch is None else batch).to(model.device)
 
     def run():
         if validated:
@@ -116,14 +118,14 @@ def update_runner(model, k: int, persistent: bool = True, batch: torch.Tensor | 
     return run
 
 
-def products_runner(n_visible: int, n_hidden: int, k: int, n_chains: int = BATCH):
+def products_runner(n_visible: int, n_hidden: int, k: int, n_chains: int = BATCH, device="cpu"):
     """The matrix products of one CD/PCD-k update, on operands of the right shapes."""
     generator = torch.Generator().manual_seed(2)
-    weights = torch.randn(n_hidden, n_visible, generator=generator) * 0.01
-    visible = data(n_chains, n_visible, 3)
-    hidden = torch.rand(n_chains, n_hidden, generator=generator).lt(0.5).float()
-    stacked = data(BATCH + n_chains, n_visible, 4)
-    coefficients = torch.rand(BATCH + n_chains, n_hidden, generator=generator)
+    weights = (torch.randn(n_hidden, n_visible, generator=generator) * 0.01).to(device)
+    visible = data(n_chains, n_visible, 3).to(device)
+    hidden = torch.rand(n_chains, n_hidden, generator=generator).lt(0.5).float().to(device)
+    stacked = data(BATCH + n_chains, n_visible, 4).to(device)
+    coefficients = torch.rand(BATCH + n_chains, n_hidden, generator=generator).to(device)
 
     def run():
         for _ in range(k):
@@ -142,12 +144,14 @@ def ratio_table(args):
         row = [n_hidden]
         for n in args.threads:
             with threads(n):
-                functions = {"bare": products_runner(args.visible, n_hidden, K)}
+                functions = {"bare": products_runner(args.visible, n_hidden, K,
+                                                     device=args.device)}
                 functions.update({
-                    f"{f} {stream}": update_runner(make_model(f, args.visible, n_hidden), K,
-                                                   random_stream=stream)
+                    f"{f} {stream}": update_runner(
+                        make_model(f, args.visible, n_hidden, device=args.device), K,
+                        random_stream=stream)
                     for f in FAMILIES for stream in args.streams})
-                times = interleaved(functions, args.repeats)
+                times = interleaved(functions, args.repeats, device=args.device)
             # The policy table reads the default stream's times under the family's name.
             times.update({f: times[f"{f} {args.streams[-1]}"] for f in FAMILIES})
             timings[n_hidden, n] = times
@@ -197,14 +201,15 @@ def sklearn_table(args):
 def growth_table(args):
     """iRBM updates with growth (uncapped, from ``size`` units) against an RBM of the final size,
     interleaved in chunks, on CalTech101-sized random data."""
-    train = data(4100, args.visible, 5)
+    train = data(4100, args.visible, 5).to(args.device)
     rows = []
     for n_hidden in args.growth_sizes:
         with threads(args.threads[0]):
-            infinite = Trainer(make_model("irbm", args.visible, n_hidden, grow=True), cd_k=K,
-                               batch_size=BATCH, progress=False)
-            fixed = Trainer(make_model("rbm", args.visible, n_hidden), cd_k=K, batch_size=BATCH,
-                            progress=False)
+            infinite = Trainer(make_model("irbm", args.visible, n_hidden, grow=True,
+                                          device=args.device),
+                               cd_k=K, batch_size=BATCH, progress=False)
+            fixed = Trainer(make_model("rbm", args.visible, n_hidden, device=args.device),
+                            cd_k=K, batch_size=BATCH, progress=False)
             chunk, position = 10, 0
             spent = {"irbm": [], "rbm": []}
 
@@ -216,14 +221,16 @@ def growth_table(args):
                 return run
             for _ in range(args.growth_updates // chunk):
                 times = interleaved({"irbm": updates(infinite, position, chunk),
-                                     "rbm": updates(fixed, position, chunk)}, 1, 0)
+                                     "rbm": updates(fixed, position, chunk)}, 1, 0,
+                                    device=args.device)
                 position += chunk
                 for name in spent:
                     spent[name] += times[name]
                 # The RBM follows the iRBM's size so both run at the same current size.
                 grown = infinite.model.n_hidden - fixed.model.n_hidden
                 if grown > 0:
-                    fixed = Trainer(make_model("rbm", args.visible, infinite.model.n_hidden),
+                    fixed = Trainer(make_model("rbm", args.visible, infinite.model.n_hidden,
+                                               device=args.device),
                                     cd_k=K, batch_size=BATCH, progress=False)
         updates_done = len(spent["irbm"]) * chunk
         rows.append([f"{n_hidden} -> {infinite.model.n_hidden}", updates_done,
@@ -263,13 +270,18 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="tiny smoke run")
     parser.add_argument("--busy", action="store_true", help="keep one core busy meanwhile")
     parser.add_argument("--only", nargs="+", default=["ratios", "sklearn", "growth", "policy"])
+    parser.add_argument("--device", default="cpu",
+                        help="torch device of the models (cuda: the eager step on the GPU; the "
+                             "thread and scikit-learn tables are the CPU's and are left out)")
     args = parser.parse_args(argv)
+    if torch.device(args.device).type != "cpu":
+        args.only = [name for name in args.only if name in ("ratios", "growth")]
     if args.quick:
         args.sizes, args.visible, args.repeats, args.threads = [8], 20, 1, [1]
         args.growth_sizes, args.growth_updates = [4], 10
     if args.busy:
         start_busy_core()
-    print(conditions(args.busy))
+    print(conditions(args.busy, args.device))
     torch.set_grad_enabled(False)
     timings = ratio_table(args) if {"ratios", "policy"} & set(args.only) else None
     if "sklearn" in args.only:

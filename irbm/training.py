@@ -209,6 +209,8 @@ class Trainer:
                                      chains_per_update, random_stream, last_batch)
         self.device = target
         try:
+            # A device without random numbers (e.g. "meta") is refused before the model moves.
+            torch.Generator(device=self.device)
             self.model = model.to(self.device)
         except (RuntimeError, AssertionError) as error:  # e.g. "cuda" without a GPU
             raise ValueError(f"device {str(self.device)!r} is not usable here: "

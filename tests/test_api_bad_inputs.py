@@ -34,6 +34,8 @@ DATA = (torch.rand(40, 6, generator=torch.Generator().manual_seed(0)) < 0.5).dou
     (lambda: Trainer(irbm.RBM(6, 3)).update(torch.zeros(4, 7)), "shape"),
     (lambda: Trainer(irbm.RBM(6, 3), device="cuda" if not torch.cuda.is_available() else "meta"),
      "device"),
+    # No random numbers on "meta": refused before the model is moved there (found on a GPU).
+    (lambda: Trainer(irbm.RBM(6, 3), device="meta"), "device 'meta' is not usable"),
 ])
 def test_bad_python_input_is_a_clear_value_error(build, match):
     with pytest.raises(ValueError, match=match):
