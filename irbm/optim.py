@@ -136,6 +136,7 @@ class Optimizer:
         dtype (the eager step also broadcasts a smaller gradient) that `kernels.runs_on`."""
         return (gradient.shape == parameter.shape == accumulator.shape
                 and gradient.dtype == parameter.dtype == accumulator.dtype
+                and parameter.device.type == "cpu"  # numba's; on CUDA the eager step runs
                 and kernels.runs_on(parameter.detach(), gradient, accumulator))
 
     def _denominator(self, name, accumulator):

@@ -1,14 +1,15 @@
-"""The families on every device at hand. On the CPU the sampling steps run compiled kernels
-(`irbm.kernels`); everywhere else (CUDA) they run eagerly in PyTorch, on the same Philox stream.
-These tests hold the device's eager path to the CPU's numbers: energies, exact ln Z, the
-conditionals' distributions, whole training runs draw for draw (growth and shrinking included),
-checkpoints across devices, and AIS and RAISE against exact answers at full size.
+"""The families on every device at hand. The sampling steps run fused kernels on the Philox
+stream (`irbm.kernels`: numba on the CPU, Triton on CUDA) or eager PyTorch (``IRBM_KERNELS=off``,
+another generator, or neither compiler). These tests hold every device and path to the CPU
+kernels' numbers: energies, exact ln Z, the conditionals' distributions, whole training runs draw
+for draw (growth and shrinking included), checkpoints across devices, and AIS and RAISE against
+exact answers at full size.
 
-``DEVICES`` is the CPU (there, the eager path with ``IRBM_KERNELS=off`` against the kernels)
-plus CUDA where torch sees a GPU; ``ACCELERATORS`` holds CUDA alone, for the checks that the
-CPU's own suite already makes (tests/test_exact_and_bracket.py): they are skipped here without
-a GPU and run on one (``pytest tests/test_devices.py`` on a CUDA machine; the README's
-"Performance" section records the last such run).
+``DEVICES`` is the CPU plus CUDA where torch sees a GPU; ``SIDES`` pairs each with the paths it
+has (the CPU's eager path against its kernels; CUDA's Triton kernels and its eager path).
+``ACCELERATORS`` holds CUDA alone, for the checks that the CPU's own suite already makes
+(tests/test_exact_and_bracket.py): they are skipped here without a GPU and run on one
+(`scripts/cuda_checks.sh`; the README's "Performance" section records the last such run).
 """
 
 import copy
@@ -18,6 +19,7 @@ import torch
 from scipy import stats
 
 import irbm
+from irbm import kernels
 from irbm.ais import estimate_log_partition
 from irbm.evaluate import raise_nll
 from irbm.kernels import PhiloxGenerator
@@ -28,16 +30,20 @@ from irbm.training import Trainer
 FAMILIES = ["rbm", "orbm", "irbm"]
 ACCELERATORS = ["cuda"] if torch.cuda.is_available() else []
 DEVICES = ["cpu", *ACCELERATORS]
+SIDES = [("cpu", "eager"), *((device, mode) for device in ACCELERATORS
+                             for mode in ("kernels", "eager"))]
 OPTIONS = {"rbm": {}, "orbm": {"beta": 1.3}, "irbm": {"beta": 1.3}}
 
 
 @pytest.fixture
-def eager_on_cpu(monkeypatch):
-    """Run the device side eagerly: on the CPU, switch the compiled kernels off (elsewhere
-    they never run)."""
-    def switch(device):
-        if torch.device(device).type == "cpu":
+def kernels_switch(monkeypatch):
+    """``switch("eager")`` turns the fused kernels off (``IRBM_KERNELS=off``) for what
+    follows; ``switch("kernels")`` leaves them on and checks that they can run."""
+    def switch(mode, device):
+        if mode == "eager":
             monkeypatch.setenv("IRBM_KERNELS", "off")
+        else:
+            assert kernels.runs_on(torch.zeros(1, device=device)), "no kernels on " + device
     return switch
 
 
@@ -82,17 +88,20 @@ def test_energies_conditionals_and_exact_log_partition_match_the_cpu(family, dev
     assert moved.log_partition_exact() == pytest.approx(model.log_partition_exact(), abs=1e-10)
 
 
+@pytest.mark.parametrize("stream", ["torch", "philox"])
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("family", FAMILIES)
-def test_the_devices_draws_follow_the_exact_conditionals(family, device):
-    """20,000 float32 draws of (h, z) | v and of v | h with torch's generator on the device
-    (the default stream there): z's counts against exp(ln p(z | v)) by chi-square, and each
-    unit's frequency against its exact mean within 5 binomial standard errors."""
+def test_the_devices_draws_follow_the_exact_conditionals(family, device, stream):
+    """20,000 float32 draws of (h, z) | v and of v | h on the device, from torch's generator
+    (the eager path) or the Philox stream (the fused kernels): z's counts against
+    exp(ln p(z | v)) by chi-square, and each unit's frequency against its exact mean within 5
+    binomial standard errors."""
     n_draws = 20_000
     model = random_model(family, torch.float32, n_visible=9, n_hidden=5, seed=2).to(device)
     with torch.no_grad():
         model.W.mul_(0.4)
-    generator = torch.Generator(device=device).manual_seed(3)
+    generator = (torch.Generator(device=device).manual_seed(3) if stream == "torch"
+                 else PhiloxGenerator(3, device))
     v = binary_rows(1, model.n_visible, seed=4, dtype=torch.float32).to(device)
     state = model.sample_hidden(v.expand(n_draws, -1).contiguous(), generator)
     if model.has_z:
@@ -142,10 +151,10 @@ def _train(model, device, batches):
     return trainer, sizes
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device, mode", SIDES)
 @pytest.mark.parametrize("family", FAMILIES)
-def test_training_on_the_device_follows_the_cpu_kernels_draw_for_draw(family, device,
-                                                                       eager_on_cpu):
+def test_training_on_the_device_follows_the_cpu_kernels_draw_for_draw(family, device, mode,
+                                                                       kernels_switch):
     """Twelve PCD-2 updates with ADAGRAD and L1 in float64 on the Philox stream: the same sizes
     after every update (the iRBM grows and shrinks), parameters within rounding, the same
     persistent chains and the same stream position as on the CPU's compiled kernels."""
@@ -154,7 +163,7 @@ def test_training_on_the_device_follows_the_cpu_kernels_draw_for_draw(family, de
     with torch.no_grad():
         start.W.mul_(0.1)
     reference, sizes = _train(copy.deepcopy(start), "cpu", batches)
-    eager_on_cpu(device)
+    kernels_switch(mode, device)
     trainer, device_sizes = _train(copy.deepcopy(start).to(device), device, batches)
     assert trainer.model.device.type == torch.device(device).type
     assert device_sizes == sizes

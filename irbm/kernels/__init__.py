@@ -3,14 +3,17 @@
 A family's Gibbs step runs as a few passes per matrix product in eager PyTorch (sigmoid,
 uniforms, comparison; for the ordered families softplus, two cumulative sums, exp, a search and
 a mask). Given a `PhiloxGenerator` and CPU tensors, the families call these kernels instead:
-one pass per row, uniforms generated inside it, rows spread over torch's thread count. With
-any other generator, on other devices, without numba, or with ``IRBM_KERNELS=off`` in the
-environment, the eager path runs; with a `PhiloxGenerator` it draws the same uniforms, so the
-two agree draw for draw except where a probability and its uniform tie to within rounding.
+one pass per row, uniforms generated inside it, rows spread over torch's thread count (numba,
+`_compiled`). On CUDA tensors the same kernels run in Triton (`_triton`, where Triton is
+installed), one program per row. With any other generator, on other devices, without numba
+(CPU) or Triton (CUDA), or with ``IRBM_KERNELS=off`` in the environment, the eager path runs;
+with a `PhiloxGenerator` it draws the same uniforms, so all of them agree draw for draw except
+where a probability and its uniform tie to within rounding.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 
 import numpy as np
@@ -28,17 +31,42 @@ except ImportError:  # pragma: no cover - exercised only on machines without num
     _compiled = None
 
 
+_triton = None  # irbm.kernels._triton, imported at the first CUDA tensor (Triton is slow to load)
+
+
+def _switched_on() -> bool:
+    return os.environ.get("IRBM_KERNELS", "on").lower() != "off"
+
+
 def compiled_available() -> bool:
     """numba loaded and the kernels not switched off (``IRBM_KERNELS=off``)."""
-    return _compiled is not None and os.environ.get("IRBM_KERNELS", "on").lower() != "off"
+    return _compiled is not None and _switched_on()
+
+
+def gpu_available() -> bool:
+    """Triton importable (it ships with PyTorch's CUDA wheels on Linux) and the kernels not
+    switched off; imports `_triton` on the first call."""
+    global _triton
+    if _triton is None and _switched_on() and torch.cuda.is_available():
+        try:  # not "from . import _triton": that would read this module's None above
+            module = importlib.import_module("._triton", __name__)
+        except ImportError:  # pragma: no cover - CUDA without Triton (Windows wheels)
+            module = False
+        _triton = module
+    return bool(_triton) and _switched_on()
 
 
 def runs_on(*tensors: torch.Tensor) -> bool:
-    """Whether the kernels can take these tensors: compiled, contiguous float32 or float64 CPU
-    tensors, no autograd."""
-    return compiled_available() and all(
-        t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
-        and t.is_contiguous() and not t.requires_grad for t in tensors)
+    """Whether the sampling kernels can take these tensors: contiguous float32 or float64
+    tensors without autograd, all on the CPU (numba) or all on one CUDA device (Triton)."""
+    if not tensors or not all(t.dtype in (torch.float32, torch.float64) and t.is_contiguous()
+                              and not t.requires_grad for t in tensors):
+        return False
+    device = tensors[0].device
+    if any(t.device != device for t in tensors):
+        return False
+    return compiled_available() if device.type == "cpu" else \
+        device.type == "cuda" and gpu_available()
 
 
 def usable(generator, *tensors: torch.Tensor) -> bool:
@@ -72,6 +100,8 @@ def bernoulli_from_logits(logits: torch.Tensor, generator: PhiloxGenerator,
                           out: torch.Tensor | None = None) -> torch.Tensor:
     """x ~ Bernoulli(sigmoid(logits)), shape and dtype of ``logits`` (N, D), into ``out`` if
     given; the uniforms of ``generator.uniform((N, D))``."""
+    if logits.is_cuda:
+        return _triton.bernoulli_from_logits(logits, generator, out)
     out = torch.empty_like(logits) if out is None else out
     first = generator.take(*logits.shape)
     kernel = _variant(_compiled.bernoulli_logits, logits.numel())
@@ -84,6 +114,8 @@ def annealed_bernoulli(preactivation: torch.Tensor, t_from: float, t_to: float,
     """(h, gains) of an annealed Bernoulli layer: h ~ Bernoulli(sigmoid(t_to a)) (N, K) and
     gains = sum_i softplus(t_to a_i) - softplus(t_from a_i) (N,), for a (N, K); the uniforms
     of ``generator.uniform((N, K))``."""
+    if preactivation.is_cuda:
+        return _triton.annealed_bernoulli(preactivation, t_from, t_to, generator)
     hidden = torch.empty_like(preactivation)
     gains = torch.empty(preactivation.shape[0], dtype=preactivation.dtype)
     first = generator.take(*preactivation.shape)
@@ -118,6 +150,8 @@ def ordered_hidden(preactivation: torch.Tensor, penalties: torch.Tensor, log_tai
     -------
     h : Tensor (N, K), z : LongTensor (N,), log_sum : float64 Tensor (N,) (log sum_z w_z)
     """
+    if preactivation.is_cuda:
+        return _triton.ordered_hidden(preactivation, penalties, log_tail, generator, z, scale)
     n_rows, n_units = preactivation.shape
     hidden = torch.empty_like(preactivation)
     log_sum = torch.empty(n_rows, dtype=torch.float64)  # AIS differences two of them
@@ -133,9 +167,6 @@ def ordered_hidden(preactivation: torch.Tensor, penalties: torch.Tensor, log_tai
         log_tail is not None, z.numpy(), draw_z, draw_h, hidden.numpy(), log_sum.numpy(),
         np.int64(z_block), np.int64(hidden_block), *key)
     return hidden, z, log_sum
-
-
-
 
 
 def ordered_statistics(preactivation: torch.Tensor, penalties: torch.Tensor, log_tail,
@@ -165,6 +196,9 @@ def ordered_statistics(preactivation: torch.Tensor, penalties: torch.Tensor, log
         -w_n P(z > K | v_n) when ``log_tail`` is given.
     z : LongTensor (N,)
     """
+    if preactivation.is_cuda:
+        return _triton.ordered_statistics(preactivation, penalties, log_tail, row_weights,
+                                          generator)
     n_rows, n_units = preactivation.shape
     weighted_hidden, kept = torch.empty_like(preactivation), torch.empty_like(preactivation)
     tail = torch.empty(n_rows, dtype=preactivation.dtype)
