@@ -20,7 +20,7 @@ from triton.language.random import philox
 
 # As in `_compiled`: exp(x - max) is taken at max(x - max, -80); beyond |a| = 87 (float32) or
 # 708 (float64) e^-|a| is taken as 0, where sigmoid(a) is 0 or 1 to rounding.
-EXP_FLOOR = -80.0
+EXP_FLOOR = tl.constexpr(-80.0)
 
 
 @triton.jit
@@ -29,9 +29,9 @@ def _real(bits, FLOAT64: tl.constexpr):
     which would round float64 scales and flush float64's smallest normal number to 0), in
     the kernel's precision."""
     value = bits.to(tl.int64).to(tl.float64, bitcast=True)
-    if FLOAT64:
-        return value
-    return value.to(tl.float32)
+    if not FLOAT64:  # a static branch: FLOAT64 is a compile-time constant
+        value = value.to(tl.float32)
+    return value
 
 
 @triton.jit
@@ -47,14 +47,19 @@ def _uniforms(first_block, row, columns, per_row, seed, FLOAT64: tl.constexpr):
     lane = columns % 4
     word = tl.where(lane == 0, w0, tl.where(lane == 1, w1, tl.where(lane == 2, w2, w3)))
     if FLOAT64:
-        return word.to(tl.float64) * 2.3283064365386963e-10  # 2^-32
-    return (word >> 8).to(tl.float32) * 5.960464477539063e-08  # 2^-24
+        uniform = word.to(tl.float64) * 2.3283064365386963e-10  # 2^-32
+    else:
+        uniform = (word >> 8).to(tl.float32) * 5.960464477539063e-08  # 2^-24
+    return uniform
 
 
 @triton.jit
 def _decay(a, FLOAT64: tl.constexpr):
     """e^-|a| (N, K), 0 where e^|a| overflows."""
-    limit = 708.0 if FLOAT64 else 87.0
+    if FLOAT64:
+        limit = 708.0
+    else:
+        limit = 87.0
     magnitude = tl.abs(a)
     return tl.where(magnitude <= limit, tl.exp(-tl.minimum(magnitude, limit)), 0.0)
 
@@ -87,7 +92,7 @@ def _annealed_kernel(preactivation, t_from, t_to, hidden, gains, n_units, first_
                      seed, FLOAT64: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     t_from, t_to = _real(t_from, FLOAT64), _real(t_to, FLOAT64)
-    total = tl.zeros([BLOCK], dtype=tl.float64 if FLOAT64 else tl.float32)
+    total = tl.zeros([BLOCK], dtype=gains.dtype.element_ty)
     for start in range(0, n_units, BLOCK):
         columns = start + tl.arange(0, BLOCK)
         valid = columns < n_units
