@@ -100,8 +100,8 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="tiny smoke run")
     parser.add_argument("--busy", action="store_true", help="keep one core busy meanwhile")
     parser.add_argument("--device", default="cpu",
-                        help="torch device (on cuda both modes run the eager step: the fused "
-                             "kernels are CPU code)")
+                        help="torch device (on cuda the fused mode runs the Triton kernels, "
+                             "the eager one PyTorch)")
     args = parser.parse_args(argv)
     if args.quick:
         args.chains, args.sizes, args.visible, args.threads = [50], [10], 20, [1]

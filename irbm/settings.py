@@ -197,8 +197,9 @@ class Settings:
         "training", "keep", choices=RULES["last_batch"])
     random_stream: str | None = _setting(
         "the Gibbs sampler's uniforms: 'philox' (counter-based, serves the fused sampling "
-        "kernels; a new CPU run's default) or 'torch' (torch.Generator, eager sampling; the "
-        "default on CUDA, and what runs trained before the kernels used and resume with)",
+        "kernels on CPU and CUDA, the same draws on both; a new CPU run's default) or 'torch' "
+        "(torch.Generator, eager sampling; the default on CUDA, and what runs trained before "
+        "the kernels used and resume with)",
         "training", None,
         choices=RANDOM_STREAMS)
     cd_k: int = _setting("Gibbs steps per update", "training", 10, minimum=1)

@@ -169,11 +169,11 @@ class Trainer:
         Seeds the Gibbs sampler and the minibatch order.
     random_stream : {"philox", "torch"} or None
         The Gibbs sampler's uniforms: a counter-based Philox stream, which lets the families
-        run fused, multi-threaded sampling kernels on the CPU (`irbm.kernels`) with draws that
-        do not depend on the thread count; or a torch.Generator and eager PyTorch ("torch",
-        every run trained before irbm had kernels; their checkpoints resume with it). None:
-        "philox" on the CPU, "torch" elsewhere (on CUDA the kernels do not run, and the Philox
-        reference, a few dozen small integer kernels per draw, is slower than torch's own).
+        run fused sampling kernels (`irbm.kernels`: numba on the CPU, Triton on CUDA) with
+        draws that depend neither on the thread count nor on the device; or a torch.Generator
+        and eager PyTorch ("torch", every run trained before irbm had kernels; their
+        checkpoints resume with it). None: "philox" on the CPU, "torch" elsewhere (on an H100
+        a whole epoch ran about as fast either way; README, "On a GPU").
     device : torch.device or str, optional
         Where to train; the model is moved there.
     n_chains : int, optional

@@ -6,7 +6,9 @@ is installed (it comes with PyTorch's CUDA wheels on Linux).
 
 The eager path on a GPU is launch-bound: a PCD-10 update of an ordered model at 500 units ran
 about 70 small kernels for 0.6 ms of products (12x their time on an H100); these kernels make
-each Gibbs half-step one launch besides its product.
+each Gibbs half-step one launch besides its product. Sizes are not specialized on (Triton
+would compile a variant per divisibility class of every size an iRBM grows through); a kernel
+is compiled once per power of two of the row's length and per dtype, then cached on disk.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def _softplus_of(a, y):
     return tl.maximum(a, 0.0) + log1p
 
 
-@triton.jit(do_not_specialize=["first_block", "seed"])
+@triton.jit(do_not_specialize=["n_columns", "first_block", "per_row", "seed"])
 def _bernoulli_kernel(logits, out, n_columns, first_block, per_row, seed,
                       FLOAT64: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0)
@@ -87,7 +89,7 @@ def _bernoulli_kernel(logits, out, n_columns, first_block, per_row, seed,
     tl.store(out + offsets, tl.where(on, 1.0, 0.0).to(x.dtype), mask=valid)
 
 
-@triton.jit(do_not_specialize=["t_from", "t_to", "first_block", "seed"])
+@triton.jit(do_not_specialize=["t_from", "t_to", "n_units", "first_block", "per_row", "seed"])
 def _annealed_kernel(preactivation, t_from, t_to, hidden, gains, n_units, first_block, per_row,
                      seed, FLOAT64: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0)
@@ -134,7 +136,8 @@ def _ordered_columns(preactivation, scale, penalties, log_tail, row, n_units,
     return a, y, e, cdf, total, top, in_use
 
 
-@triton.jit(do_not_specialize=["scale", "log_tail", "z_block", "hidden_block", "seed"])
+@triton.jit(do_not_specialize=["scale", "log_tail", "n_units", "z_block", "hidden_block",
+                                "per_row", "seed"])
 def _ordered_kernel(preactivation, scale, penalties, log_tail, z, hidden, log_sum, n_units,
                     z_block, hidden_block, per_row, seed, HAS_TAIL: tl.constexpr,
                     DRAW_Z: tl.constexpr, DRAW_H: tl.constexpr, FLOAT64: tl.constexpr,
@@ -161,7 +164,7 @@ def _ordered_kernel(preactivation, scale, penalties, log_tail, z, hidden, log_su
                  mask=index < n_units)
 
 
-@triton.jit(do_not_specialize=["log_tail", "z_block", "seed"])
+@triton.jit(do_not_specialize=["log_tail", "n_units", "z_block", "seed"])
 def _statistics_kernel(preactivation, penalties, log_tail, row_weights, z, weighted_hidden, kept,
                        tail, n_units, z_block, seed, tiny, HAS_TAIL: tl.constexpr,
                        FLOAT64: tl.constexpr, BLOCK: tl.constexpr):
