@@ -3,11 +3,14 @@
 
 The update works on a model's named parameters rather than torch.optim so that its state can
 follow the hidden layer when it grows, shrinks or is permuted: `relayout_hidden` applies to the
-accumulators the same index as `EnergyModel.relayout_hidden` to the parameters. Which parameters
-take L1/L2 and which follow the hidden units comes from the model's `parameter_specs`.
+accumulators (and to the parameters' running average, when one is kept) the same index as
+`EnergyModel.relayout_hidden` to the parameters. Which parameters take L1/L2 and which follow
+the hidden units comes from the model's `parameter_specs`.
 """
 
 from __future__ import annotations
+
+import copy
 
 import torch
 
@@ -15,6 +18,7 @@ from . import kernels
 from .models import EnergyModel, take_units
 
 OPTIMIZERS = ("adagrad", "sgd")
+AVERAGE_PREFIX = "average."
 REGULARIZATIONS = ("proximal", "weights", "authors")
 EPSILON_PLACEMENTS = ("outside", "inside")
 
@@ -41,6 +45,14 @@ class Optimizer:
         authors' code). The steps differ by more than 1% while G is below about 50 eps
         (sqrt(G) < 7e-3), i.e. for parameters whose gradients so far are tiny (new units,
         units that z rarely reaches).
+    average : int
+        Horizon H, in updates, of an exponential moving average of the parameters kept beside
+        them (0: none): theta_bar <- theta_bar + (theta - theta_bar) / H after every step,
+        starting from the parameters after the first step. Polyak-Ruppert averaging in its
+        exponential form (Polyak & Juditsky 1992): an estimate of where the noisy iterates
+        hover, which the training never uses; `averaged` returns it as a model. New hidden
+        units enter it at 0 (the value an infinite RBM's unused units have); units pruned
+        from the model leave it, whatever their average.
     regularization : {"proximal", "weights", "authors"}
         "proximal" (irbm's): L2 adds ``l2 * theta`` to the gradient and L1 soft-thresholds
         after the step, both on the parameters whose spec has ``decay`` (hidden weights and
@@ -55,7 +67,7 @@ class Optimizer:
     """
 
     def __init__(self, kind="adagrad", *, lr=0.03, l1=0.0, l2=0.0, epsilon=1e-6,
-                 regularization="proximal", epsilon_placement="outside"):
+                 regularization="proximal", epsilon_placement="outside", average=0):
         if kind not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {kind!r}")
         if regularization not in REGULARIZATIONS:
@@ -72,12 +84,17 @@ class Optimizer:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value}")
         if lr == 0:
             raise ValueError("lr must be > 0")
+        if isinstance(average, bool) or not isinstance(average, int) or average < 0:
+            raise ValueError(f"average must be an integer >= 0 (a horizon in updates; 0: no "
+                             f"average), got {average!r}")
         if kind == "adagrad" and epsilon == 0:
             raise ValueError("ADAGRAD's epsilon must be > 0 (the paper uses 1e-6): it keeps the "
                              "first step of a parameter with a zero gradient finite")
         self.kind, self.lr, self.l1, self.l2, self.epsilon = kind, lr, l1, l2, epsilon
         self.regularization, self.epsilon_placement = regularization, epsilon_placement
         self.accumulators: dict[str, torch.Tensor] = {}
+        self.average = average
+        self.averages: dict[str, torch.Tensor] = {}
 
     def sync(self, model: EnergyModel):
         """Create missing accumulators (zeros) and check the others match their parameters."""
@@ -96,8 +113,9 @@ class Optimizer:
         """Move per-unit accumulators with their units (`EnergyModel.relayout_hidden`'s index);
         new units (index < 0) start with empty accumulators."""
         for name, spec in model.parameter_specs.items():
-            if spec.per_unit and name in self.accumulators:
-                self.accumulators[name] = take_units(self.accumulators[name], index)
+            for state in (self.accumulators, self.averages):
+                if spec.per_unit and name in state:
+                    state[name] = take_units(state[name], index)
 
     @torch.no_grad()
     def step(self, model: EnergyModel, gradients: dict[str, torch.Tensor]):
@@ -129,6 +147,33 @@ class Optimizer:
                 parameter.sub_(gradient, alpha=self.lr)
                 if proximal and self.l1:
                     soft_threshold_(parameter, self.lr * self.l1)
+        if self.average:
+            self._update_averages(model)
+
+    def _update_averages(self, model: EnergyModel):
+        """theta_bar <- theta_bar + (theta - theta_bar) / H per parameter (theta_bar = theta at
+        the first step, or the first after a checkpoint that had no average)."""
+        for name, parameter in model.named_parameters():
+            mean = self.averages.get(name)
+            if mean is None:
+                self.averages[name] = parameter.detach().clone()
+            elif mean.shape != parameter.shape:
+                raise ValueError(f"the average of {name} has shape {tuple(mean.shape)}, the "
+                                 f"parameter {tuple(parameter.shape)}: change hidden layouts "
+                                 "through Trainer.relayout_hidden")
+            else:
+                mean.lerp_(parameter.detach(), 1.0 / self.average)
+
+    def averaged(self, model: EnergyModel) -> EnergyModel | None:
+        """A copy of ``model`` holding the running average of its parameters (see
+        ``average``), or None when none is kept yet."""
+        if not self.averages:
+            return None
+        averaged = copy.deepcopy(model)
+        with torch.no_grad():
+            for name, parameter in averaged.named_parameters():
+                parameter.copy_(self.averages[name])
+        return averaged
 
     @staticmethod
     def _fusable(parameter, gradient, accumulator) -> bool:
@@ -174,10 +219,17 @@ class Optimizer:
         return buffer
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        return {name: tensor.clone() for name, tensor in self.accumulators.items()}
+        """ADAGRAD's accumulators by parameter name, and the averages as ``average.NAME``."""
+        state = {name: tensor.clone() for name, tensor in self.accumulators.items()}
+        state.update({AVERAGE_PREFIX + name: tensor.clone()
+                      for name, tensor in self.averages.items()})
+        return state
 
     def load_state_dict(self, state: dict[str, torch.Tensor]):
-        self.accumulators = {name: tensor.clone() for name, tensor in state.items()}
+        self.accumulators = {name: tensor.clone() for name, tensor in state.items()
+                             if not name.startswith(AVERAGE_PREFIX)}
+        self.averages = {name[len(AVERAGE_PREFIX):]: tensor.clone()
+                         for name, tensor in state.items() if name.startswith(AVERAGE_PREFIX)}
 
 
 def soft_threshold_(parameter: torch.Tensor, threshold):

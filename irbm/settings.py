@@ -195,6 +195,11 @@ class Settings:
         "last minibatch (CalTech101: 4 rows; the authors' code), or 'merge' it into the one "
         "before (ADAGRAD steps a 4-row minibatch's noisy gradient as far as a full one's)",
         "training", "keep", choices=RULES["last_batch"])
+    average: int = _setting(
+        "keep an exponential moving average of the parameters over about this many updates "
+        "(0: none) and write it as a run directory of its own, RUN/average/, at every "
+        "checkpoint, for evaluation; training never uses it (issue 27: the iRBM's NLL moves "
+        "10-20 nats between updates at the paper's lr)", "training", 0, minimum=0)
     random_stream: str | None = _setting(
         "the Gibbs sampler's uniforms: 'philox' (counter-based, serves the fused sampling "
         "kernels on CPU and CUDA, the same draws on both; a new CPU run's default) or 'torch' "
@@ -316,7 +321,7 @@ class Settings:
         return {"cd_k": self.cd_k, "persistent": self.pcd, "batch_size": self.batch_size,
                 "optimizer": self.optimizer, "lr": self.lr, "l1": self.l1, "l2": self.l2,
                 "regularization": self.regularization, "seed": self.seed,
-                "last_batch": self.last_batch,
+                "last_batch": self.last_batch, "average": self.average,
                 **{name: getattr(self, name) for name in PROFILES["irbm"]},
                 **({} if self.random_stream is None else {"random_stream": self.random_stream})}
 

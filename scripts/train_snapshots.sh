@@ -20,6 +20,8 @@ while (( epoch < EPOCHS )); do
   for f in irbm-run.json config.json history.json model.safetensors; do
     [[ -f $run/$f ]] && cp "$run/$f" "$snap.tmp/"
   done
+  # The parameters' running average (--average), a run directory of its own.
+  [[ -d $run/average ]] && cp -r "$run/average" "$snap.tmp/average"
   rm -rf "$snap"; mv "$snap.tmp" "$snap"
   echo "$(date -u +%H:%M:%S) epoch $epoch done" >&2
 done

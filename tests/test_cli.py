@@ -806,7 +806,7 @@ def test_every_setting_is_a_config_key_recorded_in_the_run(tmp_path):
               "random_permutation": True, "regrouping": "peng", "growth": "paired",
               "profile": "authors", "growth_trigger": "last", "new_unit": "chains",
               "pruning": "one", "shuffle": False, "chains_per_update": "rows",
-              "last_batch": "merge", "random_stream": "torch",
+              "last_batch": "merge", "average": 3, "random_stream": "torch",
               "train_size": 200, "valid_size": 40, "test_size": 40, "binarize": "threshold",
               "eval_every": 1, "eval_chains": 5, "eval_betas": 20, "threads": 1}
     assert set(values) == set(CONFIG_KEYS)

@@ -309,13 +309,14 @@ def test_a_checkpoint_from_before_the_regularization_growth_and_epsilon_options_
     path = tmp_path / "checkpoint.safetensors"
     trainer.save_checkpoint(path)
     tensors, metadata = ckpt.read_checkpoint(path)
-    for name in ("regularization", "growth", "epsilon_placement", "last_batch"):
+    for name in ("regularization", "growth", "epsilon_placement", "last_batch", "average"):
         del metadata["training"][name]
     ckpt.write_checkpoint(path, tensors, metadata)
     resumed = Trainer.from_checkpoint(path)
     assert (resumed.config.regularization, resumed.config.growth,
-            resumed.config.epsilon_placement, resumed.config.last_batch) == \
-        ("proximal", "any", "outside", "keep")
+            resumed.config.epsilon_placement, resumed.config.last_batch,
+            resumed.config.average) == ("proximal", "any", "outside", "keep", 0)
+    assert resumed.averaged_model() is None
     with pytest.raises(ValueError, match="last_batch: keep -> merge"):
         Trainer.from_checkpoint(path, last_batch="merge")
     with pytest.raises(ValueError, match="regularization: proximal -> authors"):

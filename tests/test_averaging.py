@@ -1,0 +1,121 @@
+"""The running average of the parameters (``Trainer(average=H)``, ``irbm train --average H``):
+its recursion by hand, through growth and pruning (units enter at 0 and leave with their rows),
+bit-identical resume, and the averaged model written as a run directory of its own."""
+
+import numpy as np
+import pytest
+import torch
+from _cli_helpers import assert_ok, run_cli
+
+import irbm
+from irbm import checkpoint as ckpt
+from irbm.models import take_units
+from irbm.training import AVERAGE_DIR, Callback, Trainer
+
+
+def prototype_batches(n_batches=12, batch_size=16, n_visible=10):
+    """Noisy copies of four random binary prototypes, in minibatches (N, n_visible)."""
+    generator = torch.Generator().manual_seed(0)
+    prototypes = (torch.rand(4, n_visible, generator=generator) < 0.5).double()
+    rows = prototypes[torch.randint(0, 4, (n_batches * batch_size,), generator=generator)]
+    noise = (torch.rand(rows.shape, generator=generator) < 0.05).double()
+    return list(((rows + noise) % 2).split(batch_size))
+
+
+class HandAverage(Callback):
+    """theta_bar by its definition, from the parameters after each update: theta_bar = theta
+    at the first, then theta_bar + (theta - theta_bar) / H; per-unit rows follow every hidden
+    layout (new units at 0)."""
+
+    def __init__(self, horizon):
+        self.horizon, self.average, self.sizes = horizon, None, []
+
+    def on_hidden_layout(self, trainer, index):
+        if self.average is not None:
+            for name, spec in trainer.model.parameter_specs.items():
+                if spec.per_unit:
+                    self.average[name] = take_units(self.average[name], index)
+
+    def on_update_end(self, trainer, batch):
+        parameters = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+        if self.average is None:
+            self.average = parameters
+        else:
+            self.average = {name: mean + (parameters[name] - mean) / self.horizon
+                            for name, mean in self.average.items()}
+        self.sizes.append(trainer.model.n_hidden)
+
+
+def _trainer(family, average, **options):
+    model = irbm.build_model({"family": family, "n_visible": 10,
+                              "n_hidden": 1 if family == "irbm" else 5}, dtype=torch.float64)
+    return Trainer(model, cd_k=2, batch_size=16, lr=0.1, l1=0.2, seed=3, average=average,
+                   progress=False, **options)
+
+
+@pytest.mark.parametrize("family", ["rbm", "orbm", "irbm"])
+def test_the_average_follows_its_definition_through_growth_and_pruning(family):
+    trainer = _trainer(family, average=4)
+    hand = HandAverage(4)
+    trainer.callbacks.append(hand)
+    for batch in prototype_batches():
+        trainer.update(batch)
+    if family == "irbm":  # the run both grows and shrinks
+        sizes = hand.sizes
+        assert max(sizes) > 1 and any(b < a for a, b in zip(sizes, sizes[1:])), sizes
+    averaged = trainer.averaged_model()
+    assert averaged is not trainer.model and averaged.n_hidden == trainer.model.n_hidden
+    for name, parameter in averaged.named_parameters():
+        torch.testing.assert_close(parameter.detach(), hand.average[name], rtol=1e-12,
+                                   atol=1e-15)
+    # ... and it is not the model itself: the last updates moved the parameters (L1 holds
+    # some at exactly 0, where the average is 0 too).
+    assert any(not torch.equal(parameter, getattr(trainer.model, name))
+               for name, parameter in averaged.named_parameters())
+
+
+def test_without_an_average_there_is_no_averaged_model():
+    trainer = _trainer("rbm", average=0)
+    trainer.update(prototype_batches()[0])
+    assert trainer.averaged_model() is None and trainer.optimizer.averages == {}
+
+
+def test_an_average_resumes_bit_identically(tmp_path):
+    batches = prototype_batches()
+    straight = _trainer("irbm", average=5)
+    for batch in batches:
+        straight.update(batch)
+    first = _trainer("irbm", average=5)
+    for batch in batches[:7]:
+        first.update(batch)
+    first.save_checkpoint(tmp_path / "state.safetensors")
+    resumed = Trainer.from_checkpoint(tmp_path / "state.safetensors", progress=False)
+    assert resumed.config.average == 5
+    for batch in batches[7:]:
+        resumed.update(batch)
+    for name, parameter in straight.averaged_model().named_parameters():
+        assert torch.equal(getattr(resumed.averaged_model(), name), parameter), name
+
+
+@pytest.mark.parametrize("average", [-1, 1.5, True, "3"])
+def test_a_bad_horizon_is_a_clear_error(average):
+    with pytest.raises(ValueError, match="average must be an integer >= 0"):
+        _trainer("rbm", average=average)
+
+
+def test_the_cli_writes_the_averaged_model_as_a_run_directory(tmp_path):
+    rows = tmp_path / "rows.npy"
+    np.save(rows, (np.random.default_rng(0).random((200, 12)) < 0.3).astype(np.float32))
+    run = tmp_path / "run"
+    assert_ok(run_cli("train", "irbm", rows, "--out", run, "--average", 8, "--epochs", 2,
+                      "--l1", "0.01", "--valid-size", 40, "--test-size", 40, "--quiet"))
+    average = run / AVERAGE_DIR
+    model, raw = irbm.load(average), irbm.load(run)
+    assert ckpt.read_checkpoint(average / ckpt.MODEL_FILE)[1]["averaged"] is True
+    assert model.n_hidden == raw.n_hidden and not torch.equal(model.W, raw.W)
+    state = Trainer.from_checkpoint(run, progress=False)
+    for name, parameter in state.averaged_model().named_parameters():
+        assert torch.equal(getattr(model, name), parameter.to(model.dtype)), name
+    # The records beside it make it a run that every command takes.
+    assert_ok(run_cli("evaluate", average, "--latest", "--chains", 5, "--betas", 10))
+    assert (average / "evaluation.json").is_file() and not (run / "evaluation.json").exists()
