@@ -3,7 +3,9 @@
     python scripts/trajectory_figure.py RULE/SEED=RUN_DIR [RULE/SEED=RUN_DIR ...] \
         --out results/caltech101_irbm_trajectory [--chains 100] [--betas 2000] [--every 50]
 
-Each RUN_DIR is a run trained by scripts/train_snapshots.sh (RUN/snapshots/EPOCH/); the runs of
+Each RUN_DIR is a run trained by scripts/train_snapshots.sh (RUN/snapshots/EPOCH/); RUN_DIR@average
+takes each snapshot's running average of the parameters instead (RUN/snapshots/EPOCH/average/,
+from ``irbm train --average``); the runs of
 one RULE share a colour, each SEED its own line style. The size
 comes from the run's per-epoch history; the NLL of every snapshot from AIS on each of the
 family's annealing paths (pilot-tuned schedules, data base from the training set), keeping the
@@ -142,6 +144,9 @@ def main(argv=None) -> int:
         rule, _, seed = label.partition("/")
         colour = colours.setdefault(rule, f"C{len(colours)}")
         style = styles.setdefault(seed, ("-", "--", ":", "-.")[len(styles) % 4])
+        run, _, which = run.partition("@")
+        if which not in ("", "average"):
+            parser.error(f"{item}: RUN_DIR@average is the only suffix, got @{which}")
         run = Path(run)
         history = [record for record in
                    json.loads((run / runs.HISTORY_FILE).read_text())["history"]
@@ -153,16 +158,19 @@ def main(argv=None) -> int:
         snapshots = sorted((run / "snapshots").iterdir(), key=lambda p: int(p.name)) \
             if (run / "snapshots").is_dir() else []
         for snapshot in snapshots:
-            if int(snapshot.name) % args.every or int(snapshot.name) > args.until:
+            epoch = snapshot.name
+            if int(epoch) % args.every or int(epoch) > args.until:
                 continue
-            if snapshot.name not in points:
-                points[snapshot.name] = snapshot_nll(snapshot, args.chains, args.betas)
-                print(f"{label} epoch {snapshot.name}: {points[snapshot.name]['nll']:.2f}",
-                      flush=True)
+            source = snapshot / which if which else snapshot
+            if not source.is_dir():
+                continue
+            if epoch not in points:
+                points[epoch] = snapshot_nll(source, args.chains, args.betas)
+                print(f"{label} epoch {epoch}: {points[epoch]['nll']:.2f}", flush=True)
                 cache_path.write_text(json.dumps(cache, indent=1) + "\n")
-            elif "active_units" not in points[snapshot.name]:  # cached before it was counted
-                model, _ = runs.run_model(snapshot, which="latest")
-                points[snapshot.name]["active_units"] = active_units(model)
+            elif "active_units" not in points[epoch]:  # cached before it was counted
+                model, _ = runs.run_model(source, which="latest")
+                points[epoch]["active_units"] = active_units(model)
         # The cache is the record (snapshots are not committed): every cached epoch on the
         # --every grid, whether or not its snapshot is still on this machine.
         epochs = sorted((epoch for epoch in points

@@ -109,3 +109,23 @@ def test_epoch_updates_refuses_what_it_cannot_replay(tmp_path, capsys):
         script.main([str(permuted), "--updates", "0", "--out", str(tmp_path / "out")])
     assert "--random-permutation" in capsys.readouterr().err
     assert not (tmp_path / "out.json").exists()
+
+
+def test_run_at_average_evaluates_each_snapshots_averaged_model(tmp_path, monkeypatch):
+    """RUN@average: each snapshot's average/ run directory (irbm train --average), keyed by
+    the snapshot's epoch; snapshots without one are left out."""
+    script = load_script("trajectory_figure")
+    run = tmp_path / "irbm"
+    _snapshots(run, [1, 2])
+    (run / "snapshots" / "2" / "average").mkdir()
+    for name in ("irbm-run.json", "config.json", "history.json", "model.safetensors"):
+        shutil.copy(run / name, run / "snapshots" / "2" / "average" / name)
+    evaluated = []
+    monkeypatch.setattr(script, "snapshot_nll", lambda source, *args: evaluated.append(source)
+                        or {"nll": 1.0, "active_units": 1, "n_hidden": 1, "epoch": 2})
+    out = tmp_path / "trajectory"
+    assert script.main([f"rule a/seed 1={run}@average", "--out", str(out), "--every", "1"]) == 0
+    assert evaluated == [run / "snapshots" / "2" / "average"]
+    assert list(json.loads(out.with_suffix(".json").read_text())["rule a/seed 1"]) == ["2"]
+    with pytest.raises(SystemExit):
+        script.main([f"rule a/seed 1={run}@best", "--out", str(out)])
