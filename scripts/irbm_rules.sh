@@ -59,3 +59,36 @@ python scripts/trajectory_figure.py \
     "last minibatch merged/seed 1234=$RUNS/rules/irbm-merge-s1234" \
     "last minibatch merged/seed 2=$RUNS/rules/irbm-merge-s2" \
     --until 1000 --out results/caltech101_irbm_trajectory
+# The merged-minibatch run of seed 2 on to the paper's 4,000 epochs (session 16; snapshots every
+# 250 from 1,000), its size and NLL over that span, and a bracket at 4,000.
+EVERY=250 EPOCHS=4000 bash scripts/train_snapshots.sh "$RUNS/rules/irbm-merge-s2" irbm \
+    caltech101 --last-batch merge --seed 2 "${common[@]}"
+[[ -d results/models/irbm-merge-s2-e4000 ]] || cp -r "$RUNS/rules/irbm-merge-s2/snapshots/4000" \
+    results/models/irbm-merge-s2-e4000
+[[ -f results/models/irbm-merge-s2-e4000/evaluation.json ]] ||
+  irbm evaluate results/models/irbm-merge-s2-e4000 --latest --bracket --chains 500 --raise 300 \
+      --tolerance 1 --seed 0 --max-seconds 2400 --threads 1
+# A running average of the parameters (--average 320, about 5 epochs of updates; session 16):
+# (a) from the start, seed 1234, whose merged run spiked at epoch 500 (training never uses the
+# average, so its raw models are rules/irbm-merge-s1234's); (b) from epoch 4,000 of seed 2 on
+# for 250 epochs, snapshots every 25, both models evaluated at each.
+EVERY=50 EPOCHS=1000 bash scripts/train_snapshots.sh "$RUNS/avg/merge-s1234-avg320" irbm \
+    caltech101 --last-batch merge --seed 1234 --average 320 "${common[@]}"
+if [[ ! -d $RUNS/avg/merge-s2-avg320 ]]; then
+  mkdir -p "$RUNS/avg/merge-s2-avg320/snapshots"
+  for f in checkpoint.safetensors config.json history.json irbm-run.json model.safetensors; do
+    cp "$RUNS/rules/irbm-merge-s2/$f" "$RUNS/avg/merge-s2-avg320/"
+  done
+fi
+EVERY=25 EPOCHS=4250 bash scripts/train_snapshots.sh "$RUNS/avg/merge-s2-avg320" irbm \
+    caltech101 --last-batch merge --seed 2 --average 320 --force "${common[@]}"
+python scripts/trajectory_figure.py \
+    "last minibatch merged/seed 1234=$RUNS/rules/irbm-merge-s1234" \
+    "merged, average of 320 updates/seed 1234=$RUNS/avg/merge-s1234-avg320@average" \
+    --until 1000 --out results/caltech101_irbm_average_s1234
+python scripts/trajectory_figure.py \
+    "last minibatch merged/seed 2=$RUNS/avg/merge-s2-avg320" \
+    "merged, average of 320 updates/seed 2=$RUNS/avg/merge-s2-avg320@average" \
+    --every 25 --out results/caltech101_irbm_average_e4000
+python scripts/trajectory_figure.py "last minibatch merged/seed 2=$RUNS/rules/irbm-merge-s2" \
+    --every 250 --out results/caltech101_irbm_merge_s2_e4000

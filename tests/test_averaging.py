@@ -6,20 +6,12 @@ import numpy as np
 import pytest
 import torch
 from _cli_helpers import assert_ok, run_cli
+from _prototypes import prototype_batches
 
 import irbm
 from irbm import checkpoint as ckpt
 from irbm.models import take_units
 from irbm.training import AVERAGE_DIR, Callback, Trainer
-
-
-def prototype_batches(n_batches=12, batch_size=16, n_visible=10):
-    """Noisy copies of four random binary prototypes, in minibatches (N, n_visible)."""
-    generator = torch.Generator().manual_seed(0)
-    prototypes = (torch.rand(4, n_visible, generator=generator) < 0.5).double()
-    rows = prototypes[torch.randint(0, 4, (n_batches * batch_size,), generator=generator)]
-    noise = (torch.rand(rows.shape, generator=generator) < 0.05).double()
-    return list(((rows + noise) % 2).split(batch_size))
 
 
 class HandAverage(Callback):

@@ -16,6 +16,7 @@ import copy
 
 import pytest
 import torch
+from _prototypes import prototype_batches
 from scipy import stats
 
 import irbm
@@ -130,15 +131,6 @@ def test_the_devices_draws_follow_the_exact_conditionals(family, device, stream)
     visible = on_cpu(model.sample_visible(repeated, generator)).double().mean(0)
     error = (visible_means * (1 - visible_means) / n_draws).sqrt().clamp_min(1e-4)
     assert ((visible - visible_means).abs() / error).max() < 5
-
-
-def prototype_batches(n_batches=12, batch_size=16, n_visible=10):
-    """Noisy copies of four random binary prototypes, in minibatches (N, n_visible)."""
-    generator = torch.Generator().manual_seed(0)
-    prototypes = (torch.rand(4, n_visible, generator=generator) < 0.5).double()
-    rows = prototypes[torch.randint(0, 4, (n_batches * batch_size,), generator=generator)]
-    noise = (torch.rand(rows.shape, generator=generator) < 0.05).double()
-    return list(((rows + noise) % 2).split(batch_size))
 
 
 def _train(model, device, batches):

@@ -8,6 +8,7 @@ Philox stream (a checkpoint from before the option resumes with a torch.Generato
 import numpy as np
 import pytest
 import torch
+from _prototypes import prototype_batches
 from scipy import stats
 
 import irbm
@@ -670,15 +671,6 @@ def test_the_kernels_do_not_depend_on_the_thread_count(dtype, restore_threads, m
 TRAINING = dict(cd_k=2, batch_size=16, lr=0.1, l1=0.2, seed=3, progress=False)
 
 
-def prototype_batches(n_batches=10, batch_size=16, n_visible=10):
-    """Noisy copies of four random binary prototypes, in minibatches."""
-    generator = torch.Generator().manual_seed(0)
-    prototypes = (torch.rand(4, n_visible, generator=generator) < 0.5).double()
-    rows = prototypes[torch.randint(0, 4, (n_batches * batch_size,), generator=generator)]
-    noise = (torch.rand(rows.shape, generator=generator) < 0.05).double()
-    return list(((rows + noise) % 2).split(batch_size))
-
-
 def small_irbm():
     return irbm.InfiniteRBM(10, dtype=torch.float64)
 
@@ -712,7 +704,7 @@ def test_the_default_random_stream_is_philox_and_others_are_refused():
 @needs_kernels
 def test_philox_training_resumes_bit_identically_and_ignores_the_thread_count(
         tmp_path, restore_threads, kernel_calls):
-    batches = prototype_batches()
+    batches = prototype_batches(10)
     straight = Trainer(small_irbm(), random_stream="philox", **TRAINING)
     sizes = _updates(straight, batches)
     assert "ordered_hidden" in kernel_calls and "bernoulli_from_logits" in kernel_calls
@@ -739,7 +731,7 @@ def test_philox_training_resumes_bit_identically_and_ignores_the_thread_count(
 
 def test_a_checkpoint_without_a_recorded_random_stream_resumes_with_a_torch_generator(
         tmp_path):
-    batches = prototype_batches()
+    batches = prototype_batches(10)
     straight = Trainer(small_irbm(), random_stream="torch", **TRAINING)
     _updates(straight, batches)
     first = Trainer(small_irbm(), random_stream="torch", **TRAINING)
