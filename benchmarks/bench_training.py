@@ -205,11 +205,12 @@ def growth_table(args):
     rows = []
     for n_hidden in args.growth_sizes:
         with threads(args.threads[0]):
+            stream = args.streams[-1]  # the stream the ratio table's last columns time
             infinite = Trainer(make_model("irbm", args.visible, n_hidden, grow=True,
                                           device=args.device),
-                               cd_k=K, batch_size=BATCH, progress=False)
+                               cd_k=K, batch_size=BATCH, progress=False, random_stream=stream)
             fixed = Trainer(make_model("rbm", args.visible, n_hidden, device=args.device),
-                            cd_k=K, batch_size=BATCH, progress=False)
+                            cd_k=K, batch_size=BATCH, progress=False, random_stream=stream)
             chunk, position = 10, 0
             spent = {"irbm": [], "rbm": []}
 
@@ -231,14 +232,15 @@ def growth_table(args):
                 if grown > 0:
                     fixed = Trainer(make_model("rbm", args.visible, infinite.model.n_hidden,
                                                device=args.device),
-                                    cd_k=K, batch_size=BATCH, progress=False)
+                                    cd_k=K, batch_size=BATCH, progress=False,
+                                    random_stream=stream)
         updates_done = len(spent["irbm"]) * chunk
         rows.append([f"{n_hidden} -> {infinite.model.n_hidden}", updates_done,
                      1e3 * sum(spent["irbm"]) / updates_done,
                      1e3 * sum(spent["rbm"]) / updates_done,
                      median_ratio(spent["irbm"], spent["rbm"])])
     print(f"\n### iRBM with growth vs RBM of the same current size (PCD-{K}, 4100 x "
-          f"{args.visible} data, {args.threads[0]} thread(s))\n")
+          f"{args.visible} data, {args.threads[0]} thread(s), {args.streams[-1]} stream)\n")
     print(table(["iRBM units", "updates", "iRBM ms/update", "RBM ms/update", "ratio"], rows))
 
 

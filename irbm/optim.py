@@ -152,22 +152,23 @@ class Optimizer:
 
     def _update_averages(self, model: EnergyModel):
         """theta_bar <- theta_bar + (theta - theta_bar) / H per parameter (theta_bar = theta at
-        the first step, or the first after a checkpoint that had no average)."""
+        the first step, or the first after a checkpoint that had no average), in float64: at
+        long horizons a float32 average's increments fall below half its ulp."""
         for name, parameter in model.named_parameters():
             mean = self.averages.get(name)
             if mean is None:
-                self.averages[name] = parameter.detach().clone()
+                self.averages[name] = parameter.detach().to(torch.float64, copy=True)
             elif mean.shape != parameter.shape:
                 raise ValueError(f"the average of {name} has shape {tuple(mean.shape)}, the "
                                  f"parameter {tuple(parameter.shape)}: change hidden layouts "
                                  "through Trainer.relayout_hidden")
             else:
-                mean.lerp_(parameter.detach(), 1.0 / self.average)
+                mean.lerp_(parameter.detach().to(torch.float64), 1.0 / self.average)
 
     def averaged(self, model: EnergyModel) -> EnergyModel | None:
         """A copy of ``model`` holding the running average of its parameters (see
-        ``average``), or None when none is kept yet."""
-        if not self.averages:
+        ``average``), or None when none is kept (``average`` 0) or none has been taken yet."""
+        if not self.average or not self.averages:
             return None
         averaged = copy.deepcopy(model)
         with torch.no_grad():
@@ -226,10 +227,13 @@ class Optimizer:
         return state
 
     def load_state_dict(self, state: dict[str, torch.Tensor]):
+        """The state of `state_dict`; averages are dropped when this optimizer keeps none (a
+        run resumed with ``average`` 0 must not go on exporting a frozen one)."""
         self.accumulators = {name: tensor.clone() for name, tensor in state.items()
                              if not name.startswith(AVERAGE_PREFIX)}
         self.averages = {name[len(AVERAGE_PREFIX):]: tensor.clone()
-                         for name, tensor in state.items() if name.startswith(AVERAGE_PREFIX)}
+                         for name, tensor in state.items()
+                         if name.startswith(AVERAGE_PREFIX) and self.average}
 
 
 def soft_threshold_(parameter: torch.Tensor, threshold):

@@ -180,7 +180,8 @@ class Trainer:
     random_stream : {"philox", "torch"} or None
         The Gibbs sampler's uniforms: a counter-based Philox stream, which lets the families
         run fused sampling kernels (`irbm.kernels`: numba on the CPU, Triton on CUDA) with
-        draws that depend neither on the thread count nor on the device; or a torch.Generator
+        draws that depend neither on the thread count nor, in float64, on the device (in
+        float32 the devices break rounding ties differently); or a torch.Generator
         and eager PyTorch ("torch", every run trained before irbm had kernels; their
         checkpoints resume with it). None: "philox" on the CPU, "torch" elsewhere (on an H100
         a whole epoch ran about as fast either way; README, "On a GPU").

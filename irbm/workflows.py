@@ -243,7 +243,9 @@ def _callbacks(settings, out, train, valid, record, echo) -> list:
             n_betas=settings.eval_betas, echo=echo))
     if record is not None:
         callbacks.append(_RecordSettings(out / runs.CONFIG_FILE, record))
-    records = (runs.MARKER_FILE, runs.CONFIG_FILE, runs.HISTORY_FILE)
+    # The averaged model's run directory gets the run's marker and settings, not its history:
+    # the per-epoch metrics there were measured on the raw parameters.
+    records = (runs.MARKER_FILE, runs.CONFIG_FILE)
     return callbacks + [runs.HistoryWriter(out, settings.epochs, echo),
                         CheckpointEvery(out, records=records)]
 

@@ -89,6 +89,31 @@ def test_an_average_resumes_bit_identically(tmp_path):
         assert torch.equal(getattr(resumed.averaged_model(), name), parameter), name
 
 
+def test_a_run_resumed_without_an_average_drops_it(tmp_path):
+    """--average 0 on a forced resume: no frozen average is exported, or saved again."""
+    trainer = _trainer("irbm", average=5)
+    for batch in prototype_batches()[:6]:
+        trainer.update(batch)
+    trainer.save_checkpoint(tmp_path / "state.safetensors")
+    resumed = Trainer.from_checkpoint(tmp_path / "state.safetensors", average=0, force=True,
+                                      progress=False)
+    resumed.update(prototype_batches()[6])
+    assert resumed.averaged_model() is None
+    resumed.save_checkpoint(tmp_path / "state.safetensors")
+    tensors, _ = ckpt.read_checkpoint(tmp_path / "state.safetensors")
+    assert not any(name.startswith("optimizer.average.") for name in tensors)
+
+
+def test_the_average_of_a_float32_model_is_kept_in_float64():
+    """Increments (theta - theta_bar) / H below half a float32 ulp of theta_bar would be lost."""
+    model = irbm.RBM(10, 5)
+    trainer = Trainer(model, cd_k=1, batch_size=16, average=100_000, progress=False)
+    for batch in prototype_batches()[:3]:
+        trainer.update(batch.float())
+    assert {mean.dtype for mean in trainer.optimizer.averages.values()} == {torch.float64}
+    assert trainer.averaged_model().W.dtype == torch.float32
+
+
 @pytest.mark.parametrize("average", [-1, 1.5, True, "3"])
 def test_a_bad_horizon_is_a_clear_error(average):
     with pytest.raises(ValueError, match="average must be an integer >= 0"):
@@ -107,7 +132,10 @@ def test_the_cli_writes_the_averaged_model_as_a_run_directory(tmp_path):
     assert model.n_hidden == raw.n_hidden and not torch.equal(model.W, raw.W)
     state = Trainer.from_checkpoint(run, progress=False)
     for name, parameter in state.averaged_model().named_parameters():
-        assert torch.equal(getattr(model, name), parameter.to(model.dtype)), name
+        assert torch.equal(getattr(model, name), parameter), name
+    # The run's marker and settings, not its history (measured on the raw parameters).
+    assert sorted(p.name for p in average.iterdir()) == ["config.json", "irbm-run.json",
+                                                         "model.safetensors"]
     # The records beside it make it a run that every command takes.
     assert_ok(run_cli("evaluate", average, "--latest", "--chains", 5, "--betas", 10))
     assert (average / "evaluation.json").is_file() and not (run / "evaluation.json").exists()

@@ -39,13 +39,30 @@ OPTIONS = {"rbm": {}, "orbm": {"beta": 1.3}, "irbm": {"beta": 1.3}}
 @pytest.fixture
 def kernels_switch(monkeypatch):
     """``switch("eager")`` turns the fused kernels off (``IRBM_KERNELS=off``) for what
-    follows; ``switch("kernels")`` leaves them on and checks that they can run."""
+    follows; ``switch("kernels")`` leaves them on, checks that they can run and counts the
+    calls of the device's kernels (Triton's on CUDA) in the returned list, so that a silent
+    fallback to the eager path cannot pass for them."""
     def switch(mode, device):
+        calls = []
         if mode == "eager":
             monkeypatch.setenv("IRBM_KERNELS", "off")
-        else:
-            assert kernels.runs_on(torch.zeros(1, device=device)), "no kernels on " + device
+            return calls
+        assert kernels.runs_on(torch.zeros(1, device=device)), "no kernels on " + device
+        if torch.device(device).type == "cuda":
+            module = kernels._gpu()
+            for name in ("bernoulli_from_logits", "ordered_hidden", "ordered_statistics",
+                         "annealed_bernoulli"):
+                monkeypatch.setattr(module, name, _counted(getattr(module, name), name, calls))
+        return calls
     return switch
+
+
+def _counted(function, name, calls):
+    """``function`` appending ``name`` to ``calls`` at each call."""
+    def counted(*args, **options):
+        calls.append(name)
+        return function(*args, **options)
+    return counted
 
 
 def random_model(family, dtype=torch.float64, n_visible=11, n_hidden=7, seed=0):
@@ -70,7 +87,7 @@ def on_cpu(tensor):
     return tensor.detach().to("cpu")
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", ACCELERATORS)  # the CPU would be compared with itself
 @pytest.mark.parametrize("family", FAMILIES)
 def test_energies_conditionals_and_exact_log_partition_match_the_cpu(family, device):
     """F(v) (N,), ln p(z | v) (N, K+1 or K+2), dF/dtheta and ln Z on the device, float64."""
@@ -155,8 +172,11 @@ def test_training_on_the_device_follows_the_cpu_kernels_draw_for_draw(family, de
     with torch.no_grad():
         start.W.mul_(0.1)
     reference, sizes = _train(copy.deepcopy(start), "cpu", batches)
-    kernels_switch(mode, device)
+    calls = kernels_switch(mode, device)
     trainer, device_sizes = _train(copy.deepcopy(start).to(device), device, batches)
+    if mode == "kernels":  # the GPU's kernels drew, not the eager path
+        assert "bernoulli_from_logits" in calls
+        assert family == "rbm" or {"ordered_hidden", "ordered_statistics"} <= set(calls)
     assert trainer.model.device.type == torch.device(device).type
     assert device_sizes == sizes
     if family == "irbm":  # the run exercises growth and shrinking

@@ -56,6 +56,16 @@ def gpu_available() -> bool:
     return bool(_triton) and _switched_on()
 
 
+def _gpu():
+    """`_triton`, imported; a clear error where it cannot be (a direct call on CUDA tensors
+    that `runs_on` would have refused)."""
+    if not gpu_available():
+        raise RuntimeError("the fused kernels on CUDA need Triton (installed with PyTorch's "
+                           "CUDA wheels on Linux) and IRBM_KERNELS not 'off': check "
+                           "irbm.kernels.runs_on first")
+    return _triton
+
+
 def runs_on(*tensors: torch.Tensor) -> bool:
     """Whether the sampling kernels can take these tensors: contiguous float32 or float64
     tensors without autograd, all on the CPU (numba) or all on one CUDA device (Triton)."""
@@ -101,7 +111,7 @@ def bernoulli_from_logits(logits: torch.Tensor, generator: PhiloxGenerator,
     """x ~ Bernoulli(sigmoid(logits)), shape and dtype of ``logits`` (N, D), into ``out`` if
     given; the uniforms of ``generator.uniform((N, D))``."""
     if logits.is_cuda:
-        return _triton.bernoulli_from_logits(logits, generator, out)
+        return _gpu().bernoulli_from_logits(logits, generator, out)
     out = torch.empty_like(logits) if out is None else out
     first = generator.take(*logits.shape)
     kernel = _variant(_compiled.bernoulli_logits, logits.numel())
@@ -115,7 +125,7 @@ def annealed_bernoulli(preactivation: torch.Tensor, t_from: float, t_to: float,
     gains = sum_i softplus(t_to a_i) - softplus(t_from a_i) (N,), for a (N, K); the uniforms
     of ``generator.uniform((N, K))``."""
     if preactivation.is_cuda:
-        return _triton.annealed_bernoulli(preactivation, t_from, t_to, generator)
+        return _gpu().annealed_bernoulli(preactivation, t_from, t_to, generator)
     hidden = torch.empty_like(preactivation)
     gains = torch.empty(preactivation.shape[0], dtype=preactivation.dtype)
     first = generator.take(*preactivation.shape)
@@ -151,7 +161,7 @@ def ordered_hidden(preactivation: torch.Tensor, penalties: torch.Tensor, log_tai
     h : Tensor (N, K), z : LongTensor (N,), log_sum : float64 Tensor (N,) (log sum_z w_z)
     """
     if preactivation.is_cuda:
-        return _triton.ordered_hidden(preactivation, penalties, log_tail, generator, z, scale)
+        return _gpu().ordered_hidden(preactivation, penalties, log_tail, generator, z, scale)
     n_rows, n_units = preactivation.shape
     hidden = torch.empty_like(preactivation)
     log_sum = torch.empty(n_rows, dtype=torch.float64)  # AIS differences two of them
@@ -197,7 +207,7 @@ def ordered_statistics(preactivation: torch.Tensor, penalties: torch.Tensor, log
     z : LongTensor (N,)
     """
     if preactivation.is_cuda:
-        return _triton.ordered_statistics(preactivation, penalties, log_tail, row_weights,
+        return _gpu().ordered_statistics(preactivation, penalties, log_tail, row_weights,
                                           generator)
     n_rows, n_units = preactivation.shape
     weighted_hidden, kept = torch.empty_like(preactivation), torch.empty_like(preactivation)
@@ -218,7 +228,11 @@ def adagrad_step(parameter: torch.Tensor, gradient: torch.Tensor, accumulator: t
     """One ADAGRAD step with the L1 soft-threshold (``l1`` > 0) on tensors of one shape, in
     place, in one pass (`irbm.optim.Optimizer` runs it where `runs_on` its tensors; its eager
     step is the reference): G += g^2, theta += -lr g / d, d = sqrt(G) + eps (``inside``:
-    sqrt(G + eps)), then theta <- prox_{lr l1 / d}(theta) (lr l1 where G = 0)."""
+    sqrt(G + eps)), then theta <- prox_{lr l1 / d}(theta) (lr l1 where G = 0). CPU tensors
+    only (numba): on CUDA the optimizer's eager step runs."""
+    if parameter.device.type != "cpu":
+        raise ValueError(f"adagrad_step runs on CPU tensors, not {parameter.device}: on other "
+                         "devices irbm.optim.Optimizer takes its eager step")
     dtype = parameter.numpy().dtype.type
     kernel = _variant(_compiled.adagrad, parameter.numel())
     kernel(parameter.view(-1).numpy(), gradient.reshape(-1).numpy(),

@@ -343,7 +343,9 @@ def _ordered_units(preactivation, scale, penalties, log_tail, has_tail, z, draw_
         if draw_z:
             u = np.empty(4, a.dtype)
             _row_uniforms(u, z_block + row, k0, k1)
-            z[row] = _search(columns, (1 - u[0]) * total) + 1
+            # The target in the CDF's precision, as the eager path and the Triton kernels form
+            # it (a bare 1 - u would promote it to float64 and break float32 ties otherwise).
+            z[row] = _search(columns, (one - u[0]) * total) + 1
         selected = min(z[row], n_units)
         uniform = np.empty(4 * per_row, a.dtype)
         _row_uniforms(uniform, hidden_block + row * per_row, k0, k1)
@@ -396,7 +398,7 @@ def _ordered_statistics(preactivation, penalties, log_tail, has_tail, row_weight
         if draw_z:
             u = np.empty(4, a.dtype)
             _row_uniforms(u, z_block + row, k0, k1)
-            z[row] = _search(columns, (1 - u[0]) * total) + 1
+            z[row] = _search(columns, (one - u[0]) * total) + 1
 
 
 def _adagrad(parameter, gradient, accumulator, lr, threshold, epsilon, inside):

@@ -13,6 +13,7 @@ is compiled once per power of two of the row's length and per dtype, then cached
 
 from __future__ import annotations
 
+import contextlib
 import struct
 
 import torch
@@ -114,8 +115,9 @@ def _annealed_kernel(preactivation, t_from, t_to, hidden, gains, n_units, first_
 def _ordered_columns(preactivation, scale, penalties, log_tail, row, n_units,
                      HAS_TAIL: tl.constexpr, FLOAT64: tl.constexpr, BLOCK: tl.constexpr):
     """A row's z columns (the log weights of z = 1..K and of the tail), exponentiated from
-    their maximum, with a = scale * the row's preactivation: (a, y = e^-|a|, e (BLOCK,),
-    cdf (BLOCK,), total, top, in_use (BLOCK,): the columns that exist)."""
+    their maximum, with a = scale * the row's preactivation and the tail's log weight read
+    from the pointer ``log_tail``: (a, y = e^-|a|, e (BLOCK,), cdf (BLOCK,), total, top,
+    in_use (BLOCK,): the columns that exist)."""
     index = tl.arange(0, BLOCK)
     valid = index < n_units
     a = tl.load(preactivation + row.to(tl.int64) * n_units + index, mask=valid, other=0.0)
@@ -126,7 +128,7 @@ def _ordered_columns(preactivation, scale, penalties, log_tail, row, n_units,
     last = tl.max(tl.where(index == n_units - 1, columns, float("-inf")), 0)
     in_use = valid
     if HAS_TAIL:
-        columns = tl.where(index == n_units, last + log_tail, columns)
+        columns = tl.where(index == n_units, last + tl.load(log_tail), columns)
         in_use = index <= n_units
     columns = tl.where(in_use, columns, float("-inf"))
     top = tl.max(columns, 0)
@@ -136,16 +138,16 @@ def _ordered_columns(preactivation, scale, penalties, log_tail, row, n_units,
     return a, y, e, cdf, total, top, in_use
 
 
-@triton.jit(do_not_specialize=["scale", "log_tail", "n_units", "z_block", "hidden_block",
-                                "per_row", "seed"])
+@triton.jit(do_not_specialize=["scale", "n_units", "z_block", "hidden_block", "per_row",
+                                "seed"])
 def _ordered_kernel(preactivation, scale, penalties, log_tail, z, hidden, log_sum, n_units,
                     z_block, hidden_block, per_row, seed, HAS_TAIL: tl.constexpr,
                     DRAW_Z: tl.constexpr, DRAW_H: tl.constexpr, FLOAT64: tl.constexpr,
                     BLOCK: tl.constexpr):
     row = tl.program_id(0)
     a, y, e, cdf, total, top, in_use = _ordered_columns(
-        preactivation, _real(scale, FLOAT64), penalties, _real(log_tail, FLOAT64), row, n_units,
-        HAS_TAIL, FLOAT64, BLOCK)
+        preactivation, _real(scale, FLOAT64), penalties, log_tail, row, n_units, HAS_TAIL,
+        FLOAT64, BLOCK)
     tl.store(log_sum + row, top.to(tl.float64) + tl.log(total.to(tl.float64)))
     if DRAW_H:
         index = tl.arange(0, BLOCK)
@@ -164,14 +166,13 @@ def _ordered_kernel(preactivation, scale, penalties, log_tail, z, hidden, log_su
                  mask=index < n_units)
 
 
-@triton.jit(do_not_specialize=["log_tail", "n_units", "z_block", "seed"])
+@triton.jit(do_not_specialize=["n_units", "z_block", "seed"])
 def _statistics_kernel(preactivation, penalties, log_tail, row_weights, z, weighted_hidden, kept,
                        tail, n_units, z_block, seed, tiny, HAS_TAIL: tl.constexpr,
                        FLOAT64: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     a, y, e, cdf, total, top, in_use = _ordered_columns(
-        preactivation, 1.0, penalties, _real(log_tail, FLOAT64), row, n_units, HAS_TAIL,
-        FLOAT64, BLOCK)
+        preactivation, 1.0, penalties, log_tail, row, n_units, HAS_TAIL, FLOAT64, BLOCK)
     index = tl.arange(0, BLOCK)
     survival = tl.cumsum(e, 0, reverse=True)  # the mass of columns i.. (small tails keep bits)
     weight = -tl.load(row_weights + row)
@@ -204,6 +205,22 @@ def _seed(generator) -> int:
     return generator.key[0] | (generator.key[1] << 32)
 
 
+def _on(device: torch.device):
+    """Triton launches on the current CUDA device, not on its tensors' (a model on cuda:1
+    would run on GPU 0 with GPU 1's pointers): make theirs current. CPU tensors (Triton's
+    interpreter, TRITON_INTERPRET=1) need nothing."""
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+
+
+def _tail(log_tail, like: torch.Tensor) -> torch.Tensor:
+    """The tail's log weight as a 0-d tensor beside ``like`` (the kernels read it through a
+    pointer: an iRBM's is a tensor on its device already, and turning it into a Python float
+    would wait for the GPU at every call); None: a placeholder the kernel never reads."""
+    if log_tail is None:
+        return like
+    return torch.as_tensor(log_tail, dtype=like.dtype, device=like.device)
+
+
 def _row_block(n_columns: int) -> tuple[int, int]:
     """(BLOCK, num_warps) for one program holding a whole row of ``n_columns``."""
     block = max(triton.next_power_of_2(n_columns), 16)
@@ -215,9 +232,10 @@ def bernoulli_from_logits(logits, generator, out=None):
     n_rows, n_columns = logits.shape
     first = generator.take(n_rows, n_columns)
     grid = (n_rows, triton.cdiv(n_columns, ROW_BLOCK))
-    _bernoulli_kernel[grid](logits, out, n_columns, first, (n_columns + 3) // 4,
-                            _seed(generator), FLOAT64=logits.dtype == torch.float64,
-                            BLOCK=ROW_BLOCK)
+    with _on(logits.device):
+        _bernoulli_kernel[grid](logits, out, n_columns, first, (n_columns + 3) // 4,
+                                _seed(generator), FLOAT64=logits.dtype == torch.float64,
+                                BLOCK=ROW_BLOCK)
     return out
 
 
@@ -227,9 +245,10 @@ def annealed_bernoulli(preactivation, t_from, t_to, generator):
     gains = torch.empty(n_rows, dtype=preactivation.dtype, device=preactivation.device)
     first = generator.take(n_rows, n_units)
     block = min(max(triton.next_power_of_2(n_units), 16), ROW_BLOCK)
-    _annealed_kernel[(n_rows,)](preactivation, _bits(t_from), _bits(t_to), hidden, gains,
-                                n_units, first, (n_units + 3) // 4, _seed(generator),
-                                FLOAT64=preactivation.dtype == torch.float64, BLOCK=block)
+    with _on(preactivation.device):
+        _annealed_kernel[(n_rows,)](preactivation, _bits(t_from), _bits(t_to), hidden, gains,
+                                    n_units, first, (n_units + 3) // 4, _seed(generator),
+                                    FLOAT64=preactivation.dtype == torch.float64, BLOCK=block)
     return hidden, gains
 
 
@@ -244,12 +263,13 @@ def ordered_hidden(preactivation, penalties, log_tail, generator, z=None, scale=
     z_block = generator.take(n_rows, 1) if draw_h and draw_z else 0
     hidden_block = generator.take(n_rows, n_units) if draw_h else 0
     block, warps = _row_block(n_units + 1)
-    _ordered_kernel[(n_rows,)](
-        preactivation, _bits(scale), penalties.to(preactivation.dtype).contiguous(),
-        _bits(0.0 if log_tail is None else log_tail), z, hidden, log_sum, n_units, z_block,
-        hidden_block, (n_units + 3) // 4, _seed(generator) if draw_h else 0,
-        HAS_TAIL=log_tail is not None, DRAW_Z=draw_z, DRAW_H=draw_h,
-        FLOAT64=preactivation.dtype == torch.float64, BLOCK=block, num_warps=warps)
+    with _on(device):
+        _ordered_kernel[(n_rows,)](
+            preactivation, _bits(scale), penalties.to(preactivation.dtype).contiguous(),
+            _tail(log_tail, preactivation), z, hidden, log_sum, n_units, z_block, hidden_block,
+            (n_units + 3) // 4, _seed(generator) if draw_h else 0,
+            HAS_TAIL=log_tail is not None, DRAW_Z=draw_z, DRAW_H=draw_h,
+            FLOAT64=preactivation.dtype == torch.float64, BLOCK=block, num_warps=warps)
     return hidden, z, log_sum
 
 
@@ -261,10 +281,10 @@ def ordered_statistics(preactivation, penalties, log_tail, row_weights, generato
     z = torch.empty(n_rows, dtype=torch.int64, device=device)
     z_block = generator.take(n_rows, 1)
     block, warps = _row_block(n_units + 1)
-    _statistics_kernel[(n_rows,)](
-        preactivation, penalties.to(dtype).contiguous(),
-        _bits(0.0 if log_tail is None else log_tail), row_weights.to(dtype).contiguous(), z,
-        weighted_hidden, kept, tail, n_units, z_block, _seed(generator),
-        _bits(torch.finfo(dtype).tiny), HAS_TAIL=log_tail is not None,
-        FLOAT64=dtype == torch.float64, BLOCK=block, num_warps=warps)
+    with _on(device):
+        _statistics_kernel[(n_rows,)](
+            preactivation, penalties.to(dtype).contiguous(), _tail(log_tail, preactivation),
+            row_weights.to(dtype).contiguous(), z, weighted_hidden, kept, tail, n_units, z_block,
+            _seed(generator), _bits(torch.finfo(dtype).tiny), HAS_TAIL=log_tail is not None,
+            FLOAT64=dtype == torch.float64, BLOCK=block, num_warps=warps)
     return weighted_hidden, kept, (tail if log_tail is not None else None), z
