@@ -231,7 +231,8 @@ class Optimizer:
         run resumed with ``average`` 0 must not go on exporting a frozen one)."""
         self.accumulators = {name: tensor.clone() for name, tensor in state.items()
                              if not name.startswith(AVERAGE_PREFIX)}
-        self.averages = {name[len(AVERAGE_PREFIX):]: tensor.clone()
+        # float64 whatever was saved (the first builds kept averages in the model's dtype).
+        self.averages = {name[len(AVERAGE_PREFIX):]: tensor.to(torch.float64, copy=True)
                          for name, tensor in state.items()
                          if name.startswith(AVERAGE_PREFIX) and self.average}
 

@@ -114,6 +114,21 @@ def test_the_average_of_a_float32_model_is_kept_in_float64():
     assert trainer.averaged_model().W.dtype == torch.float32
 
 
+def test_a_checkpoint_with_float32_averages_resumes(tmp_path):
+    """The first builds saved a float32 model's averages in float32; they resume in float64."""
+    trainer = Trainer(irbm.RBM(10, 5), cd_k=1, batch_size=16, average=10, progress=False)
+    for batch in prototype_batches()[:3]:
+        trainer.update(batch.float())
+    path = tmp_path / "state.safetensors"
+    trainer.save_checkpoint(path)
+    tensors, metadata = ckpt.read_checkpoint(path)
+    ckpt.write_checkpoint(path, {name: tensor.float() if name.startswith("optimizer.average.")
+                                 else tensor for name, tensor in tensors.items()}, metadata)
+    resumed = Trainer.from_checkpoint(path, progress=False)
+    resumed.update(prototype_batches()[3].float())
+    assert {mean.dtype for mean in resumed.optimizer.averages.values()} == {torch.float64}
+
+
 @pytest.mark.parametrize("average", [-1, 1.5, True, "3"])
 def test_a_bad_horizon_is_a_clear_error(average):
     with pytest.raises(ValueError, match="average must be an integer >= 0"):
