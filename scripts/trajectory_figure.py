@@ -12,7 +12,8 @@ family's annealing paths (pilot-tuned schedules, data base from the training set
 highest ln Z: an optimistic point estimate at a modest budget, enough to see swings of several
 nats, not a bracket (`irbm evaluate --bracket` gives those for the rows of the tables). Results
 are cached per snapshot in OUT.json, so a rerun evaluates only new snapshots (``--every N``:
-only epochs that are multiples of N; ``--until E``: none after epoch E; a run without snapshots
+only epochs that are multiples of N; ``--until E``: none after epoch E, ``--since E``: none
+before; a run without snapshots
 yet is skipped). Writes OUT.png, OUT.json and OUT.md, a table per run of
 the NLL and size from epoch 500 on: their mean, range and the largest move between neighbouring
 snapshots, which is what "settles" means here.
@@ -129,6 +130,8 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--until", type=int, default=10**9,
                         help="leave out snapshots after this epoch")
+    parser.add_argument("--since", type=int, default=0,
+                        help="leave out snapshots and sizes before this epoch")
     parser.add_argument("--every", type=int, default=50,
                         help="evaluate only snapshots whose epoch is a multiple of this")
     args = parser.parse_args(argv)
@@ -148,10 +151,10 @@ def main(argv=None) -> int:
         if which not in ("", "average"):
             parser.error(f"{item}: RUN_DIR@average is the only suffix, got @{which}")
         run = Path(run)
-        history = [record for record in
-                   json.loads((run / runs.HISTORY_FILE).read_text())["history"]
-                   if record["epoch"] <= args.until] if (run / runs.HISTORY_FILE).exists() \
-            else []
+        recorded = json.loads((run / runs.HISTORY_FILE).read_text())["history"] \
+            if (run / runs.HISTORY_FILE).exists() else []
+        history = [record for record in recorded
+                   if args.since <= record["epoch"] <= args.until]
         size_axes.plot([r["epoch"] for r in history], [r["n_hidden"] for r in history],
                        color=colour, linestyle=style, label=label)
         points = cache.setdefault(label, {})
@@ -159,7 +162,7 @@ def main(argv=None) -> int:
             if (run / "snapshots").is_dir() else []
         for snapshot in snapshots:
             epoch = snapshot.name
-            if int(epoch) % args.every or int(epoch) > args.until:
+            if int(epoch) % args.every or not args.since <= int(epoch) <= args.until:
                 continue
             source = snapshot / which if which else snapshot
             if not source.is_dir():
@@ -174,7 +177,8 @@ def main(argv=None) -> int:
         # The cache is the record (snapshots are not committed): every cached epoch on the
         # --every grid, whether or not its snapshot is still on this machine.
         epochs = sorted((epoch for epoch in points
-                         if int(epoch) % args.every == 0 and int(epoch) <= args.until), key=int)
+                         if int(epoch) % args.every == 0
+                         and args.since <= int(epoch) <= args.until), key=int)
         plot_nll(nll_axes, [int(e) for e in epochs], [points[e]["nll"] for e in epochs],
                  color=colour, linestyle=style)
         table.append(settling_row(label, [points[e] for e in epochs], history))

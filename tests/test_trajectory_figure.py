@@ -58,6 +58,10 @@ def test_rows_judge_each_run_from_the_settling_epoch_on(tmp_path):
     assert "1000000.0" not in out.with_suffix(".md").read_text()
     with pytest.raises(SystemExit):
         script.main([*argv[:-2], "--every", "0"])
+    # --since 3: epoch 2 left out of the table (only epoch 4 remains on the grid).
+    assert script.main([*argv, "--since", "3"]) == 0
+    row = out.with_suffix(".md").read_text().splitlines()[-1].split(" | ")
+    assert row[1] == "4"
 
 
 @pytest.mark.parametrize("last_batch", ["keep", "merge"])
