@@ -89,6 +89,6 @@ python scripts/trajectory_figure.py \
 python scripts/trajectory_figure.py \
     "last minibatch merged/seed 2=$RUNS/avg/merge-s2-avg320" \
     "merged, average of 320 updates/seed 2=$RUNS/avg/merge-s2-avg320@average" \
-    --every 25 --out results/caltech101_irbm_average_e4000
+    --every 25 --since 4000 --out results/caltech101_irbm_average_e4000
 python scripts/trajectory_figure.py "last minibatch merged/seed 2=$RUNS/rules/irbm-merge-s2" \
     --every 250 --out results/caltech101_irbm_merge_s2_e4000
