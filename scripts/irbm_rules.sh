@@ -82,6 +82,20 @@ if [[ ! -d $RUNS/avg/merge-s2-avg320 ]]; then
 fi
 EVERY=25 EPOCHS=4250 bash scripts/train_snapshots.sh "$RUNS/avg/merge-s2-avg320" irbm \
     caltech101 --last-batch merge --seed 2 --average 320 --force "${common[@]}"
+# Both models of its last snapshot (4,250), bracketed as the 4,000-epoch one was.
+for model in irbm-merge-s2-e4250 irbm-merge-s2-e4250-average; do
+  source="$RUNS/avg/merge-s2-avg320/snapshots/4250"
+  [[ $model == *-average ]] && source="$source/average"
+  if [[ ! -d results/models/$model ]]; then
+    mkdir -p "results/models/$model"
+    cp "$source"/{irbm-run.json,config.json,model.safetensors} "results/models/$model/"
+    # The training record (epochs, time): the raw run's, which the average shares.
+    cp "$RUNS/avg/merge-s2-avg320/snapshots/4250/history.json" "results/models/$model/"
+  fi
+  [[ -f results/models/$model/evaluation.json ]] ||
+    irbm evaluate "results/models/$model" --latest --bracket --chains 500 --raise 300 \
+        --tolerance 1 --seed 0 --max-seconds 2400 --threads 1
+done
 python scripts/trajectory_figure.py \
     "last minibatch merged/seed 1234=$RUNS/rules/irbm-merge-s1234" \
     "merged, average of 320 updates/seed 1234=$RUNS/avg/merge-s1234-avg320@average" \

@@ -54,6 +54,9 @@ train 50 500 mnist-orbm500 orbm mnist --n-hidden 500 --beta 1.01 --lr 0.03 --l1 
 # Table 2 at the paper's protocol: results/caltech101.md.
 bash scripts/paper_epochs_rbm.sh rbm100
 bash scripts/paper_epochs_rbm.sh rbm500
+# The merged iRBM's models (raw at 4,000 and 4,250 epochs, averaged at 4,250) come from
+# scripts/irbm_rules.sh.
 python scripts/bracket_results.py \
     results/models/{rbm100-adagrad-selected,rbm500-adagrad-selected,rbm2000-adagrad-e2000} \
-    results/models/{orbm500-l1e-3-e5000,irbm-authors-selected} --out results/caltech101
+    results/models/{orbm500-l1e-3-e5000,irbm-authors-selected} \
+    results/models/irbm-merge-s2-{e4000,e4250,e4250-average} --out results/caltech101
