@@ -75,7 +75,7 @@ def _anneal(path, schedule: list[float], on_steps, step_variances=None) -> torch
 
 
 @torch.no_grad()
-def run_reverse_chains(path, betas, visible, seed: int, on_steps=None):
+def run_reverse_chains(path, betas, visible, seed: int, on_steps=None, step_variances=None):
     """RAISE's reverse chains (Burda, Grosse & Salakhutdinov 2015), one per row of ``visible``:
     start at the data vector, transition at t = 1, then anneal down to the base.
 
@@ -90,8 +90,10 @@ def run_reverse_chains(path, betas, visible, seed: int, on_steps=None):
     betas : Tensor (M + 1,) float64, from 0 to 1.
     visible : Tensor (N, n_visible), the data vectors (one chain each).
     seed : int
+    on_steps, step_variances : as in `run_chains`; the variances come in the order of the
+        steps taken, from t = 1 down.
     """
     uniforms = UniformSource(seed, path.model.device)
     path.start(visible, uniforms)
     path.step(1.0, 1.0)  # the first transition, at the model itself (returns 0)
-    return _anneal(path, betas.flip(0).tolist(), on_steps)
+    return _anneal(path, betas.flip(0).tolist(), on_steps, step_variances)

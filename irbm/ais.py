@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ._ais_chains import check_path, run_chains
+from ._ais_chains import check_path, run_chains, run_reverse_chains
 from ._io import atomic_write
 from .kernels import compiled_available
 from .models import TrajectoryPath
@@ -205,14 +205,28 @@ def tuned_betas(model, n_betas: int, *, base=None, path=None, trajectory=None, d
 
 
 def thermodynamic_length(model, *, base=None, path=None, trajectory=None, data=None,
-                         pilot_chains: int = 32, pilot_betas: int = 1000, seed: int = 0):
-    """(t (P,), L(t) (P,)): the pilot run of `tuned_betas`, L(0) = 0, strictly increasing."""
+                         pilot_chains: int = 32, pilot_betas: int = 1000, seed: int = 0,
+                         reverse_from=None):
+    """(t (P,), L(t) (P,)): the pilot run of `tuned_betas`, L(0) = 0, strictly increasing.
+
+    With ``reverse_from`` (R, n_visible), binary rows, the pilot is RAISE's instead: one reverse
+    chain per row, started at the row and annealed from the model down to the base
+    (`run_reverse_chains`), so the length is measured where reverse chains, which lag behind
+    the temperature on the data's side rather than the base's, spend their variance.
+    """
     pilot = torch.from_numpy(make_betas(pilot_betas))
     variances = []
     with torch.no_grad():
         base_bias, _ = resolve_base(model, base, data)
-        run_chains(make_path(model, base_bias, path, trajectory), pilot, int(pilot_chains),
-                   batch_seed(seed, 2**31), step_variances=variances)
+        annealing = make_path(model, base_bias, path, trajectory)
+        if reverse_from is None:
+            run_chains(annealing, pilot, int(pilot_chains), batch_seed(seed, 2**31),
+                       step_variances=variances)
+        else:
+            rows = model.check_visible(torch.as_tensor(reverse_from))
+            run_reverse_chains(annealing, pilot, rows, batch_seed(seed, 2**31),
+                               step_variances=variances)
+            variances.reverse()  # taken from t = 1 down; the length runs from t = 0 up
     # A floor keeps every step of positive width where the pilot saw no spread at all.
     speed = np.sqrt(np.asarray(variances)) + 1e-3 * np.sqrt(max(variances) or 1.0)
     return pilot.numpy(), np.concatenate([[0.0], np.cumsum(speed)])

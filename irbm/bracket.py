@@ -42,6 +42,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+# `irbm.evaluate.bracket_nll`'s temperature schedules (its ``schedule``).
+SCHEDULES = ("tuned", "tuned-forward", "uniform")
+
 # A side still moving by more than this at the last doubling is not converged (nats).
 MOVEMENT = 0.2
 # Sides crossing by more than this many standard errors (plus the bounds' slack) mean a defect.
@@ -103,6 +106,9 @@ class Bracket:
     cross_check : dict or None
         The independent point estimate by parallel tempering (`irbm.tempering`), when run:
         ``nll`` (mean F + its ln Z), ``stderr``, ``route`` and its diagnostics.
+    schedule : str
+        How the temperatures were spaced (`irbm.evaluate.bracket_nll`'s ``schedule``); a
+        stored bracket without it spaced RAISE's as AIS's ("tuned-forward").
     """
 
     optimistic: float
@@ -126,6 +132,7 @@ class Bracket:
     max_seconds: float | None = None
     stopped_by: str | None = None
     cross_check: dict | None = None
+    schedule: str = "tuned"
 
     @property
     def width(self) -> float:
@@ -143,7 +150,7 @@ class Bracket:
                 "seconds": self.seconds, "tolerance": self.tolerance, "bases": list(self.bases),
                 "paths": list(self.paths), "max_seconds": self.max_seconds,
                 "stopped_by": self.stopped_by, "cross_check": self.cross_check,
-                "levels": self.levels}
+                "schedule": self.schedule, "levels": self.levels}
 
     def __str__(self) -> str:
         verdict = "certified" if self.certified else "NOT certified"

@@ -14,6 +14,7 @@ import re
 import sys
 
 from . import commands
+from .bracket import SCHEDULES
 from .models import FAMILIES
 from .settings import GROUPS, SPECS, SettingSpec
 
@@ -179,6 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
                           help="width of a certified bracket, nats (default 1.0)")
     evaluate.add_argument("--max-seconds", type=_positive_float, default=None,
                           help="time budget of --bracket (default: none)")
+    evaluate.add_argument("--schedule", choices=SCHEDULES, default="tuned",
+                          help="--bracket's temperatures: 'tuned' (equal thermodynamic length "
+                          "from pilot runs: a forward one for AIS, a reverse one from training "
+                          "rows for RAISE), 'tuned-forward' (RAISE on AIS's, as brackets "
+                          "before this option) or 'uniform' (default tuned)")
     evaluate.add_argument("--tempering", type=int, default=None, metavar="SWEEPS",
                           help="cross-check a bracket by parallel tempering with Bennett's "
                           "acceptance ratio (64 temperatures, 32 ladders, SWEEPS sweeps; 2000 "

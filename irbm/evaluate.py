@@ -27,7 +27,7 @@ from .ais import (
     thermodynamic_length,
     tuned_betas,
 )
-from .bracket import Bracket, control_variate, judge_conservative, pooled_log_z, verdict
+from .bracket import SCHEDULES, Bracket, control_variate, judge_conservative, pooled_log_z, verdict
 from .tempering import estimate_log_partition_tempering
 
 
@@ -391,6 +391,9 @@ def describe_bdmc(check: dict) -> str:
         f"{bdmc['stderr']:.2f} if they are draws from the model")
 
 
+REVERSE_PILOT_ROWS = 32  # reverse chains of the pilot that tunes RAISE's schedule
+
+
 def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                 max_seconds=None, seed=None, n_chains: int = 100, n_betas: int = 1000,
                 paths=None, bases=None, trajectory=None, schedule: str = "tuned",
@@ -430,9 +433,15 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         ``trajectory`` is given).
     trajectory : list of EnergyModel, optional
         Models saved while this one was trained, earliest first (`irbm.models.TrajectoryPath`).
-    schedule : "tuned" or "uniform"
-        Temperatures of equal thermodynamic length, from one pilot run per path
-        (`irbm.ais.tuned_betas`, fixed before the estimates run), or evenly spaced.
+    schedule : "tuned", "tuned-forward" or "uniform"
+        Temperatures of equal thermodynamic length, from pilot runs fixed before the estimates
+        run (`irbm.ais.thermodynamic_length`), or evenly spaced. "tuned": AIS's from a forward
+        pilot per route, RAISE's from a reverse one (32 reverse chains started at random rows
+        of ``base_data``, or of ``data`` without it), since reverse chains lag behind the
+        temperature on the data's side, not the base's: on trained CalTech101 models it
+        gave RAISE at N temperatures what AIS's schedule gave it at about 2N
+        (`benchmarks/bench_bracket.py`). "tuned-forward": RAISE on AIS's schedule (the rule
+        of brackets made before, which it re-derives).
     tempering : dict or True, optional
         Also run the independent point estimate of `irbm.tempering` (True: its defaults, or a
         dict of its arguments) along the route of the optimistic side, after the levels; the
@@ -452,8 +461,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     if isinstance(n_chains, bool) or int(n_chains) != n_chains or n_chains < 2:
         raise ValueError(f"n_chains must be an integer >= 2 (the spread of the weights is "
                          f"needed), got {n_chains!r}")
-    if schedule not in ("tuned", "uniform"):
-        raise ValueError(f'schedule must be "tuned" or "uniform", got {schedule!r}')
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
     paths = tuple(paths or model.ais_paths + (("trajectory",) if trajectory else ()))
     for kind in paths:
         if kind != "trajectory" or trajectory is None:
@@ -476,17 +485,23 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     free_rows = free_energies(model, subset)
     floor = sampled_log_partition_floor(model, data if base_data is None else base_data,
                                         n_chains=min(n_chains, 500), seed=seed)
-    pilots = {}  # per path: the pilot's (t, thermodynamic length), run once
+    pilots = {}  # per route and direction: the pilot's (t, thermodynamic length), run once
+    pilot_source = data if base_data is None else model.check_visible(torch.as_tensor(base_data))
+    pilot_rows = pilot_source[torch.randperm(
+        pilot_source.shape[0], generator=torch.Generator().manual_seed(seed + 2))[
+        :REVERSE_PILOT_ROWS].to(pilot_source.device)]
 
-    def temperatures(route, count):
+    def temperatures(route, count, reverse=False):
         if schedule == "uniform":
             return make_betas(count)
-        if route not in pilots:
+        reverse = reverse and schedule == "tuned"
+        if (route, reverse) not in pilots:
             kind, base = routes[route]
-            pilots[route] = thermodynamic_length(
+            pilots[route, reverse] = thermodynamic_length(
                 model, base=base, path=kind, trajectory=trajectory if kind == "trajectory"
-                else None, data=base_data, seed=seed + 1)
-        return betas_of_equal_length(*pilots[route], count)
+                else None, data=base_data, seed=seed + 1,
+                reverse_from=pilot_rows if reverse else None)
+        return betas_of_equal_length(*pilots[route, reverse], count)
 
     levels, n_temperatures, out_of_time = [], int(n_betas), False
     while True:
@@ -507,7 +522,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                                   "sigma": (ais.log_z_high - ais.log_z) / 3.0,
                                   "effective_sample_size": ais.effective_sample_size,
                                   "seconds": ais.seconds}
-            reverse = raise_nll(model, subset, betas=betas, seed=level_seed, base=base,
+            reverse = raise_nll(model, subset, betas=temperatures(route, n_temperatures, True),
+                                seed=level_seed, base=base,
                                 path=kind, trajectory=along, base_data=base_data,
                                 progress=progress)
             whole, stderr = control_variate(free_all, free_rows, reverse.log_likelihoods)
@@ -568,4 +584,4 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                    None if max_seconds is None else float(max_seconds),
                    None if not verdict(levels, tolerance=tolerance, out_of_time=False,
                                        cross_check=check)
-                   else out_of_time or None, check)
+                   else out_of_time or None, check, schedule)

@@ -50,6 +50,8 @@ def evaluate_command(model_dir: Path, bracket: dict, record: dict) -> str:
     budget = bracket.get("max_seconds")  # not recorded by the first brackets
     levels = bracket.get("levels") or [{}]
     first = levels[0].get("n_betas", FIRST_LEVEL_BETAS)  # a bracket started further on
+    # Brackets made before RAISE had a schedule of its own spaced it as AIS's.
+    schedule = bracket.get("schedule", "tuned-forward")
     return (f"irbm evaluate {shlex.quote(str(model_dir))}"
             + (" --latest" if record.get("which", "latest") == "latest" else "")
             + f" --bracket --chains {bracket['n_chains']} --raise {bracket['n_rows']} "
@@ -58,6 +60,7 @@ def evaluate_command(model_dir: Path, bracket: dict, record: dict) -> str:
             + (f" --betas {first}" if first != FIRST_LEVEL_BETAS else "")
             + (f" --base {bases[0]}" if len(bases) == 1 else "")
             + (f" --ais-path {paths[0]}" if len(paths) == 1 else "")
+            + (f" --schedule {schedule}" if schedule != "tuned" else "")
             + _tempering_command(model_dir, record, bracket.get("cross_check")))
 
 

@@ -323,6 +323,12 @@ def test_bracket_options_are_refused_before_any_work(run_dir):
     # Without --bracket it cross-checks the latest bracket, and this run has none yet.
     result = run_cli("evaluate", run_dir, "--tempering", "10")
     assert result.code != 0 and "no bracket of its current model to cross-check" in result.err
+    # --schedule spaces a bracket's temperatures: alone it would be ignored, so it is refused.
+    result = run_cli("evaluate", run_dir, "--schedule", "uniform")
+    assert result.code != 0 and "--schedule uniform spaces the temperatures of --bracket" in \
+        result.err
+    result = run_cli("evaluate", run_dir, "--bracket", "--schedule", "reverse")
+    assert result.code == 2 and "invalid choice: 'reverse'" in result.err
     assert snapshot(run_dir) == before
 
 
