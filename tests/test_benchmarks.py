@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("script", ["bench_training.py", "bench_ais.py", "bench_precision.py",
-                                    "bench_bracket.py"])
+                                    "bench_bracket.py", "bench_raise_schedule.py"])
 def test_benchmark_quick(script):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--quick"],
