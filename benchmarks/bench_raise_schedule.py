@@ -19,14 +19,17 @@ whole test set by the free-energy control variate, standard errors 0.2-0.46):
 | iRBM merged, averaged, epoch 4,250 (578 units) | 1,000 | 131.42 | 130.48 | 0.93 |
 | | 2,000 | 129.26 | 127.98 | 1.27 |
 | | 4,000 | 127.46 | 126.27 | 1.19 |
-| | 8,000 | 126.30 (the bracket's) | 125.36 | 0.94 |
+| | 8,000 | 126.30 (the bracket's RAISE, other chains) | 125.36 | 0.94 |
 | iRBM merged, raw, epoch 4,250 | 2,000 | 132.78 | 132.11 | 0.67 |
 | RBM-500, selected (2,000 epochs) | 2,000 | 126.79 | 125.66 | 1.13 |
 | | 4,000 | 125.14 | 124.36 | 0.79 |
 
-RAISE on its own schedule at N temperatures is where it was at 2N on AIS's (126.27 at 4,000
-against 126.30 at 8,000): half the cost for the conservative side, which is the side that kept
-the brackets of trained models open.
+RAISE on its own schedule at N temperatures is about where it was at 2N on AIS's (126.27 at
+4,000 against 126.30 at 8,000, the latter from the stored bracket's chains, so within a
+standard error of 0.3; 127.98 at 2,000 against 127.46 at 4,000): roughly half the cost for the
+conservative side, the side that kept the brackets of trained models open. Neither more pilot
+rows (128) nor a second pilot on the first one's schedule moved it beyond the pilot's own
+noise (about 0.3 nat between pilots of other rows).
 """
 
 from __future__ import annotations

@@ -212,7 +212,8 @@ def thermodynamic_length(model, *, base=None, path=None, trajectory=None, data=N
     With ``reverse_from`` (R, n_visible), binary rows, the pilot is RAISE's instead: one reverse
     chain per row, started at the row and annealed from the model down to the base
     (`run_reverse_chains`), so the length is measured where reverse chains, which lag behind
-    the temperature on the data's side rather than the base's, spend their variance.
+    the temperature on the data's side rather than the base's, spend their variance
+    (``pilot_chains`` is then R).
     """
     pilot = torch.from_numpy(make_betas(pilot_betas))
     variances = []

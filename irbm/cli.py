@@ -180,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="width of a certified bracket, nats (default 1.0)")
     evaluate.add_argument("--max-seconds", type=_positive_float, default=None,
                           help="time budget of --bracket (default: none)")
-    evaluate.add_argument("--schedule", choices=SCHEDULES, default="tuned",
+    evaluate.add_argument("--schedule", choices=SCHEDULES, default=None,
                           help="--bracket's temperatures: 'tuned' (equal thermodynamic length "
                           "from pilot runs: a forward one for AIS, a reverse one from training "
                           "rows for RAISE), 'tuned-forward' (RAISE on AIS's, as brackets "

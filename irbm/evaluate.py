@@ -397,6 +397,7 @@ REVERSE_PILOT_ROWS = 32  # reverse chains of the pilot that tunes RAISE's schedu
 def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                 max_seconds=None, seed=None, n_chains: int = 100, n_betas: int = 1000,
                 paths=None, bases=None, trajectory=None, schedule: str = "tuned",
+                pilot_data=None,
                 max_betas: int = 1_000_000, tempering=None, progress: bool = False,
                 echo=None) -> Bracket:
     """[optimistic, conservative] around mean_n -ln p(v_n) for ``data`` (N, n_visible).
@@ -437,11 +438,15 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         Temperatures of equal thermodynamic length, from pilot runs fixed before the estimates
         run (`irbm.ais.thermodynamic_length`), or evenly spaced. "tuned": AIS's from a forward
         pilot per route, RAISE's from a reverse one (32 reverse chains started at random rows
-        of ``base_data``, or of ``data`` without it), since reverse chains lag behind the
-        temperature on the data's side, not the base's: on trained CalTech101 models it
-        gave RAISE at N temperatures what AIS's schedule gave it at about 2N
-        (`benchmarks/bench_bracket.py`). "tuned-forward": RAISE on AIS's schedule (the rule
-        of brackets made before, which it re-derives).
+        of ``pilot_data``), since reverse chains lag behind the temperature on the data's
+        side, not the base's: on trained CalTech101 models it gave RAISE at N temperatures
+        about what AIS's schedule gave it at 2N (`benchmarks/bench_raise_schedule.py`). The
+        pilot's spread over its rows mixes row-to-row differences with the chains' noise,
+        which alone makes RAISE's gap: a heuristic, chosen by that measurement. Without
+        ``pilot_data`` RAISE takes AIS's schedule, as with "tuned-forward" (the rule of
+        brackets made before, which it re-derives); the rows bracketed never tune it.
+    pilot_data : Tensor or array (M, n_visible), optional
+        Rows other than ``data`` (the training set) for RAISE's pilot; default ``base_data``.
     tempering : dict or True, optional
         Also run the independent point estimate of `irbm.tempering` (True: its defaults, or a
         dict of its arguments) along the route of the optimistic side, after the levels; the
@@ -486,10 +491,14 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     floor = sampled_log_partition_floor(model, data if base_data is None else base_data,
                                         n_chains=min(n_chains, 500), seed=seed)
     pilots = {}  # per route and direction: the pilot's (t, thermodynamic length), run once
-    pilot_source = data if base_data is None else model.check_visible(torch.as_tensor(base_data))
-    pilot_rows = pilot_source[torch.randperm(
-        pilot_source.shape[0], generator=torch.Generator().manual_seed(seed + 2))[
-        :REVERSE_PILOT_ROWS].to(pilot_source.device)]
+    pilot_data = base_data if pilot_data is None else pilot_data
+    if schedule == "tuned" and pilot_data is None:
+        schedule = "tuned-forward"  # tuning RAISE on the rows it bounds would fit it to them
+    if schedule == "tuned":
+        pilot_data = model.check_visible(torch.as_tensor(pilot_data))
+        pilot_rows = pilot_data[torch.randperm(
+            pilot_data.shape[0], generator=torch.Generator().manual_seed(seed + 2))[
+            :REVERSE_PILOT_ROWS].to(pilot_data.device)]
 
     def temperatures(route, count, reverse=False):
         if schedule == "uniform":

@@ -253,7 +253,7 @@ def _callbacks(settings, out, train, valid, record, echo) -> list:
 # ---------------------------------------------------------------------------- evaluate
 def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, seed=0,
                  which="best", raise_rows=None, bracket=False, tolerance=1.0, max_seconds=None,
-                 tempering_sweeps=None, schedule="tuned", data_dir=None, device=None,
+                 tempering_sweeps=None, schedule=None, data_dir=None, device=None,
                  progress=True, echo=None) -> dict:
     """AIS estimate of log Z for the run's model and its NLL on every split, with the AIS
     diagnostics, appended to the run's ``evaluation.json``; returns the new record.
@@ -267,7 +267,8 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
     (every path, temperatures doubled from ``n_betas`` (default 1,000) until ``tolerance`` or
     ``max_seconds``; RAISE on ``raise_rows`` random test rows, default 300); ln Z is then the
     bracket's optimistic one and the record holds the bracket under "bracket".
-    ``schedule``: with ``bracket``, its temperatures (`irbm.evaluate.bracket_nll`).
+    ``schedule``: with ``bracket``, its temperatures (`irbm.evaluate.bracket_nll`; None:
+    "tuned", RAISE's tuned on the training rows).
     ``tempering_sweeps``: with ``bracket``, cross-check it by parallel tempering
     (`irbm.tempering`, 64 temperatures, 32 ladders, this many sweeps); without, cross-check
     the latest bracket of the run's current model instead (`cross_check_run`).
@@ -275,7 +276,7 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
     if tempering_sweeps is not None and int(tempering_sweeps) < 1:
         raise ValueError(f"--tempering needs a positive number of sweeps, got "
                          f"{tempering_sweeps}")
-    if schedule != "tuned" and not bracket:
+    if schedule is not None and not bracket:
         raise ValueError(f"--schedule {schedule} spaces the temperatures of --bracket; add "
                          "--bracket, or leave --schedule out")
     if tempering_sweeps is not None and not bracket:
@@ -298,7 +299,7 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
                                  path=path, seed=seed, rows=raise_rows or None,
                                  tolerance=tolerance, max_seconds=max_seconds, say=say,
                                  tempering=tempering_sweeps and _tempering(tempering_sweeps),
-                                 schedule=schedule)
+                                 schedule=schedule or "tuned")
         result = interval.ais
     else:
         say(f"AIS on {run_dir / source.file} (epoch {source.epoch}, {n_chains} chains){hint}")
@@ -424,7 +425,8 @@ def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, 
                            n_chains=n_chains, n_betas=n_betas or 1000,
                            paths=None if path is None else (path,),
                            bases=None if base is None else (base,), tempering=tempering,
-                           schedule=schedule, echo=say)
+                           schedule=schedule, pilot_data=torch.as_tensor(dataset.train),
+                           echo=say)
     say(f"  test  {interval}")
     for reason in interval.reasons:
         say(f"  not certified: {reason}")

@@ -288,6 +288,8 @@ def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, 
     assert check["bdmc"]["n_betas"] == bracket["levels"][-1]["n_betas"]
     assert f"BDMC from 256 of its samples: NLL at most {check['bdmc']['nll']:.2f}" in printed
     assert bracket["n_rows"] == 20 and bracket["n_chains"] == 10 and bracket["tolerance"] == 0.5
+    # RAISE on its own schedule, tuned on the training rows (the CLI always passes them).
+    assert bracket["schedule"] == "tuned"
     # The record's ln Z is the bracket's: every AIS run pooled (with its sigma), or the floor.
     assert record["log_z"] == pytest.approx(bracket["log_z"], abs=1e-9)
     assert record["log_z_source"] == ("floor" if bracket["log_z"] == bracket["log_z_floor"]
@@ -335,8 +337,9 @@ def test_bracket_options_are_refused_before_any_work(run_dir):
 def test_tempering_cross_checks_the_latest_bracket_in_a_new_record(run_dir, capsys):
     from irbm.cli import main
     assert main(["evaluate", str(run_dir), "--bracket", "--chains", "10", "--betas", "50",
-                 "--raise", "20", "--max-seconds", "30"]) == 0
+                 "--raise", "20", "--max-seconds", "30", "--schedule", "tuned-forward"]) == 0
     bracketed = evaluations(run_dir)[-1]
+    assert bracketed["bracket"]["schedule"] == "tuned-forward"
     assert "cross_check" not in bracketed["bracket"] or \
         bracketed["bracket"]["cross_check"] is None
     assert main(["evaluate", str(run_dir), "--tempering", "30"]) == 0

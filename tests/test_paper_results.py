@@ -388,3 +388,20 @@ def test_a_bracket_started_further_on_names_its_first_temperatures(monkeypatch):
     assert " --betas 16000" in command and shlex.split(command)[:2] == ["irbm", "evaluate"]
     bracket["levels"][0]["n_betas"] = script.FIRST_LEVEL_BETAS
     assert "--betas" not in script.evaluate_command(Path("m"), bracket, {"seed": 2})
+
+
+def test_a_bracket_names_the_schedule_it_was_made_with(monkeypatch):
+    """Brackets stored before RAISE had a schedule of its own spaced it as AIS's: their command
+    says --schedule tuned-forward; a bracket on the default schedule needs no option."""
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    spec = importlib.util.spec_from_file_location("bracket_results",
+                                                  SCRIPT.parent / "bracket_results.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    bracket = {"n_chains": 500, "n_rows": 300, "tolerance": 1.0, "levels": [{"n_betas": 1000}]}
+    assert " --schedule tuned-forward" in script.evaluate_command(Path("m"), bracket, {})
+    for schedule in ("tuned-forward", "uniform"):
+        command = script.evaluate_command(Path("m"), {**bracket, "schedule": schedule}, {})
+        assert shlex.split(command)[-2:] == ["--schedule", schedule]
+    assert "--schedule" not in script.evaluate_command(Path("m"),
+                                                       {**bracket, "schedule": "tuned"}, {})

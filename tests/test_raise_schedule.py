@@ -59,26 +59,24 @@ def test_the_reverse_pilot_measures_each_step_where_it_lies(family, options):
 
 
 def test_the_reverse_pilot_is_the_chains_of_raise():
-    """The pilot runs RAISE's chains: its variances come from `run_reverse_chains`."""
+    """The pilot's variances are those of RAISE's own chains (`run_reverse_chains`) on the
+    same rows and seed, reversed into the order of increasing t."""
     model, _ = _model("irbm", {"beta": 1.05})
-    rows = torch.ones(8, 12, dtype=torch.float64)
-    betas = torch.from_numpy(make_betas(20))
+    rows = _data(8, 16, 0.5)
+    betas = torch.from_numpy(make_betas(40))
     variances = []
     base_bias, _ = resolve_base(model, "model", None)
-    run_reverse_chains(make_path(model, base_bias, "linear", None), betas, rows, 0,
-                       step_variances=variances)
-    assert len(variances) == 19 and all(v >= 0 for v in variances)
+    run_reverse_chains(make_path(model, base_bias, "linear", None), betas, rows,
+                       batch_seed(3, 2**31), step_variances=variances)
+    assert len(variances) == 39
+    pilot, length = thermodynamic_length(model, base="model", path="linear", pilot_betas=40,
+                                         seed=3, reverse_from=rows)
+    spreads = np.sqrt(np.asarray(variances[::-1]))
+    np.testing.assert_allclose(np.diff(length), spreads + 1e-3 * spreads.max(), rtol=1e-9)
 
 
-@pytest.mark.parametrize("family, options", FAMILIES)
-def test_bracket_spaces_raise_by_its_own_pilot_and_contains_the_exact_nll(family, options,
-                                                                          monkeypatch):
-    model, log_z = _model(family, options)
-    rows = torch.rand(200, 12, generator=torch.Generator().manual_seed(4),
-                      dtype=torch.float64).lt(0.5).double()
-    train = torch.rand(300, 12, generator=torch.Generator().manual_seed(6),
-                       dtype=torch.float64).lt(0.4).double()
-    exact = float(free_energies(model, rows).mean()) + log_z
+def _spy(monkeypatch):
+    """{(estimator, path, base): [betas of each call]} filled by `bracket_nll`'s AIS and RAISE."""
     seen = {}
     real_raise, real_ais = evaluate.raise_nll, evaluate.estimate_log_partition
 
@@ -92,28 +90,82 @@ def test_bracket_spaces_raise_by_its_own_pilot_and_contains_the_exact_nll(family
 
     monkeypatch.setattr(evaluate, "raise_nll", spy_raise)
     monkeypatch.setattr(evaluate, "estimate_log_partition", spy_ais)
-    bracket = bracket_nll(model, rows, base_data=train, rows=60, tolerance=1.0, seed=0,
-                          n_chains=32, n_betas=200, max_betas=200)
+    return seen
+
+
+def _data(seed, n, rate):
+    return torch.rand(n, 12, generator=torch.Generator().manual_seed(seed),
+                      dtype=torch.float64).lt(rate).double()
+
+
+def _forward(model, kind, base, data, count):
+    """AIS's schedule in `bracket_nll` at seed 0: the forward pilot seeded 1."""
+    return betas_of_equal_length(*thermodynamic_length(model, base=base, path=kind, data=data,
+                                                       seed=1), count)
+
+
+def _reverse(model, kind, base, data, pilot, count):
+    """RAISE's schedule in `bracket_nll` at seed 0: the reverse pilot seeded 1, from
+    REVERSE_PILOT_ROWS rows of ``pilot`` picked by a permutation seeded 2."""
+    pick = torch.randperm(pilot.shape[0], generator=torch.Generator().manual_seed(2))
+    return betas_of_equal_length(*thermodynamic_length(
+        model, base=base, path=kind, data=data, seed=1,
+        reverse_from=pilot[pick[:evaluate.REVERSE_PILOT_ROWS]]), count)
+
+
+@pytest.mark.parametrize("family, options", FAMILIES)
+def test_bracket_spaces_raise_by_its_own_pilot_and_contains_the_exact_nll(family, options,
+                                                                          monkeypatch):
+    model, log_z = _model(family, options)
+    rows, train = _data(4, 200, 0.5), _data(6, 300, 0.4)
+    exact = float(free_energies(model, rows).mean()) + log_z
+    seen = _spy(monkeypatch)
+    # Two levels (200 and 400 temperatures): each pilot runs once and spaces both.
+    bracket = bracket_nll(model, rows, base_data=train, rows=60, tolerance=1e-3, seed=0,
+                          n_chains=32, n_betas=200, max_betas=400)
     assert bracket.schedule == "tuned" and bracket.summary()["schedule"] == "tuned"
+    assert len(bracket.levels) == 2
     assert bracket.optimistic <= exact + 0.1 and bracket.conservative >= exact - 0.1, \
         (bracket.optimistic, exact, bracket.conservative)
-    for kind in model.ais_paths:
-        for base in ("data", "model"):
-            ais, reverse = seen["ais", kind, base][0], seen["raise", kind, base][0]
-            # RAISE's schedule is the reverse pilot's, from REVERSE_PILOT_ROWS training rows
-            # chosen by seed + 2, with the forward pilot's seed.
-            pick = torch.randperm(300, generator=torch.Generator().manual_seed(2))
-            expected = betas_of_equal_length(*thermodynamic_length(
-                model, base=base, path=kind, data=train, seed=1,
-                reverse_from=train[pick[:evaluate.REVERSE_PILOT_ROWS]]), 200)
-            np.testing.assert_array_equal(reverse, expected)
-            assert not np.array_equal(ais, reverse)
+    routes = [(kind, base) for kind in model.ais_paths for base in ("data", "model")]
+    assert {key[1:] for key in seen} == set(routes)
+    for kind, base in routes:
+        for level, count in enumerate((200, 400)):
+            np.testing.assert_array_equal(seen["ais", kind, base][level],
+                                          _forward(model, kind, base, train, count))
+            np.testing.assert_array_equal(seen["raise", kind, base][level],
+                                          _reverse(model, kind, base, train, train, count))
+        assert not np.array_equal(seen["ais", kind, base][0], seen["raise", kind, base][0])
+    # "tuned-forward": RAISE on AIS's forward schedule, as brackets were made before.
     seen.clear()
     forward = bracket_nll(model, rows, base_data=train, rows=60, tolerance=1.0, seed=0,
                           n_chains=32, n_betas=200, max_betas=200, schedule="tuned-forward")
     assert forward.schedule == "tuned-forward"
-    for key in [key for key in seen if key[0] == "raise"]:
-        np.testing.assert_array_equal(seen[key][0], seen[("ais", *key[1:])][0])
+    for kind, base in routes:
+        expected = _forward(model, kind, base, train, 200)
+        np.testing.assert_array_equal(seen["ais", kind, base][0], expected)
+        np.testing.assert_array_equal(seen["raise", kind, base][0], expected)
+
+
+def test_raise_is_never_tuned_on_the_rows_it_bounds(monkeypatch):
+    """Without training rows (model base only, no pilot_data) RAISE takes AIS's schedule and
+    the bracket says so; with pilot_data the reverse pilot starts at those rows."""
+    model, _ = _model("irbm", {"beta": 1.05})
+    rows, train = _data(4, 200, 0.5), _data(6, 300, 0.4)
+    seen = _spy(monkeypatch)
+    alone = bracket_nll(model, rows, base_data=None, rows=60, seed=0, n_chains=32,
+                        n_betas=200, max_betas=200)
+    assert alone.schedule == "tuned-forward" and alone.bases == ("model",)
+    for kind in model.ais_paths:
+        np.testing.assert_array_equal(seen["raise", kind, "model"][0],
+                                      _forward(model, kind, "model", None, 200))
+    seen.clear()
+    given = bracket_nll(model, rows, base_data=None, pilot_data=train, rows=60, seed=0,
+                        n_chains=32, n_betas=200, max_betas=200)
+    assert given.schedule == "tuned"
+    for kind in model.ais_paths:
+        np.testing.assert_array_equal(seen["raise", kind, "model"][0],
+                                      _reverse(model, kind, "model", None, train, 200))
 
 
 def test_a_schedule_outside_the_list_is_refused_before_work():
