@@ -106,3 +106,38 @@ python scripts/trajectory_figure.py \
     --every 25 --since 4000 --out results/caltech101_irbm_average_e4000
 python scripts/trajectory_figure.py "last minibatch merged/seed 2=$RUNS/rules/irbm-merge-s2" \
     --every 250 --out results/caltech101_irbm_merge_s2_e4000
+# The best rule so far (merged last minibatch, a running average over 320 updates) to the
+# paper's 4,000 epochs with seed 1234 (session 17; its first 1,000 epochs are the run above),
+# then the paper's model selection among the averaged models of epochs 1,000-4,000 (validation
+# NLL, AIS point estimates as for the authors' profile), the selected one bracketed.
+EVERY=50 EPOCHS=4000 bash scripts/train_snapshots.sh "$RUNS/avg/merge-s1234-avg320" irbm \
+    caltech101 --last-batch merge --seed 1234 --average 320 "${common[@]}"
+candidates=()
+for epoch in 1000 2000 3000 4000; do
+  # The averaged model's directory with the run's training record (which it shares).
+  dir="$RUNS/avg/merge-s1234-avg320-average/$epoch"
+  if [[ ! -d $dir ]]; then
+    mkdir -p "$dir.tmp"
+    cp "$RUNS/avg/merge-s1234-avg320/snapshots/$epoch/average"/* "$dir.tmp/"
+    cp "$RUNS/avg/merge-s1234-avg320/snapshots/$epoch/history.json" "$dir.tmp/"
+    mv "$dir.tmp" "$dir"
+  fi
+  candidates+=("$dir")
+done
+python scripts/paper_results.py "$(IFS=,; echo "${candidates[*]}")" \
+    --out results/caltech101_irbm_average_selection --chains 300 --betas 5000 --raise-rows 0 \
+    --threads 1
+selected=$(python -c "import json,sys; print(json.load(open(sys.argv[1]))[0]['run'])" \
+    results/caltech101_irbm_average_selection.json)
+if [[ ! -d results/models/irbm-average-s1234-selected ]]; then
+  mkdir -p results/models/irbm-average-s1234-selected.tmp
+  cp "$selected"/{irbm-run.json,config.json,history.json,model.safetensors} \
+      results/models/irbm-average-s1234-selected.tmp/
+  mv results/models/irbm-average-s1234-selected.tmp results/models/irbm-average-s1234-selected
+  python scripts/record_selection.py results/caltech101_irbm_average_selection.json \
+      results/models/irbm-average-s1234-selected
+fi
+[[ -f results/models/irbm-average-s1234-selected/evaluation.json ]] ||
+  irbm evaluate results/models/irbm-average-s1234-selected --latest --bracket --chains 500 \
+      --raise 300 --tolerance 1 --seed 0 --max-seconds 3600 --betas 4000 --ais-path linear \
+      --threads 1
