@@ -139,5 +139,5 @@ if [[ ! -d results/models/irbm-average-s1234-selected ]]; then
 fi
 [[ -f results/models/irbm-average-s1234-selected/evaluation.json ]] ||
   irbm evaluate results/models/irbm-average-s1234-selected --latest --bracket --chains 500 \
-      --raise 300 --tolerance 1 --seed 0 --max-seconds 3600 --betas 4000 --ais-path linear \
-      --threads 1
+      --raise 300 --tolerance 1 --seed 0 --max-seconds 1200 --betas 4000 --ais-path linear \
+      --threads 2
