@@ -59,4 +59,5 @@ bash scripts/paper_epochs_rbm.sh rbm500
 python scripts/bracket_results.py \
     results/models/{rbm100-adagrad-selected,rbm500-adagrad-selected,rbm2000-adagrad-e2000} \
     results/models/{orbm500-l1e-3-e5000,irbm-authors-selected} \
-    results/models/irbm-merge-s2-{e4000,e4250,e4250-average} --out results/caltech101
+    results/models/irbm-merge-s2-{e4000,e4250,e4250-average} \
+    results/models/irbm-average-s1234-selected --out results/caltech101
