@@ -11,7 +11,6 @@ import pytest
 import torch
 
 import irbm.evaluate as evaluate
-from irbm._ais_chains import run_reverse_chains
 from irbm.ais import (
     batch_seed,
     betas_of_equal_length,
@@ -56,23 +55,6 @@ def test_the_reverse_pilot_measures_each_step_where_it_lies(family, options):
     spreads = np.asarray(spreads[::-1])  # per step of the grid, from t = 0 up
     floor = 1e-3 * spreads.max()
     np.testing.assert_allclose(np.diff(length), spreads + floor, rtol=1e-9, atol=1e-12)
-
-
-def test_the_reverse_pilot_is_the_chains_of_raise():
-    """The pilot's variances are those of RAISE's own chains (`run_reverse_chains`) on the
-    same rows and seed, reversed into the order of increasing t."""
-    model, _ = _model("irbm", {"beta": 1.05})
-    rows = _data(8, 16, 0.5)
-    betas = torch.from_numpy(make_betas(40))
-    variances = []
-    base_bias, _ = resolve_base(model, "model", None)
-    run_reverse_chains(make_path(model, base_bias, "linear", None), betas, rows,
-                       batch_seed(3, 2**31), step_variances=variances)
-    assert len(variances) == 39
-    pilot, length = thermodynamic_length(model, base="model", path="linear", pilot_betas=40,
-                                         seed=3, reverse_from=rows)
-    spreads = np.sqrt(np.asarray(variances[::-1]))
-    np.testing.assert_allclose(np.diff(length), spreads + 1e-3 * spreads.max(), rtol=1e-9)
 
 
 def _spy(monkeypatch):
