@@ -52,6 +52,15 @@ def check_device(device):
         raise ValueError(f"device {device!r} is not usable here: {message}") from None
 
 
+def device_label(device) -> str:
+    """'cpu', or 'cuda: <the GPU's name>': where an evaluation ran, stored with it so that the
+    command re-deriving it names the device (its random streams differ from the CPU's)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return f"cuda: {torch.cuda.get_device_name(device)}"
+    return device.type
+
+
 def _is_named_dataset(name) -> bool:
     key = str(name).strip().lower()
     return ALIASES.get(key, key) in LOADERS
@@ -316,6 +325,7 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
         "path": result.path, "seed": seed, "ais_seconds": result.seconds, "nll": {},
         "effective_sample_size": result.effective_sample_size,
         "top_chain_share": result.top_chain_share, "warnings": result.reliability_warnings(),
+        "device": device_label(model.device),
     }
     # ln Z >= ln sum_v exp(-F(v)) over distinct training rows and the states Gibbs chains from
     # them visit: a check the weights cannot fool (uniform weights can all miss a mode).

@@ -61,6 +61,8 @@ def evaluate_command(model_dir: Path, bracket: dict, record: dict) -> str:
             + (f" --base {bases[0]}" if len(bases) == 1 else "")
             + (f" --ais-path {paths[0]}" if len(paths) == 1 else "")
             + (f" --schedule {schedule}" if schedule != "tuned" else "")
+            # Records before devices were stored ran on the CPU.
+            + (" --device cuda" if record.get("device", "cpu").startswith("cuda") else "")
             + _tempering_command(model_dir, record, bracket.get("cross_check")))
 
 

@@ -56,6 +56,20 @@ bash scripts/paper_epochs_rbm.sh rbm100
 bash scripts/paper_epochs_rbm.sh rbm500
 # The merged iRBM's models (raw at 4,000 and 4,250 epochs, averaged at 4,250) come from
 # scripts/irbm_rules.sh.
+# Session 18, on one NVIDIA H200 lent for 15 minutes: more temperatures than a CPU session
+# reaches (to 64,000-256,000, 2,000 chains, 1,000 RAISE rows, data base), five models at once,
+# then two single levels further on (seed 12). The lent machine's records came back packed by
+# scripts/gpu_brackets.sh and were appended to the committed files; each names its device.
+if command -v nvidia-smi >/dev/null && ! grep -q '"seed": 12' \
+    results/models/rbm500-adagrad-selected/evaluation.json; then
+  gpu() { echo "results/models/$1 --latest --bracket --chains 2000 --raise 1000 --seed $2" \
+    "--betas $3 --ais-path linear --base data"; }
+  OUT=/tmp/gpu BUDGET=470 bash scripts/gpu_brackets.sh "$(gpu irbm-merge-s2-e4250-average 11 16000)" \
+    "$(gpu rbm500-adagrad-selected 11 16000)" "$(gpu rbm2000-adagrad-e2000 11 16000)" \
+    "$(gpu rbm100-adagrad-selected 11 16000)" "$(gpu irbm-average-s1234-selected 11 16000)"
+  OUT=/tmp/gpu BUDGET=290 bash scripts/gpu_brackets.sh \
+    "$(gpu irbm-merge-s2-e4250-average 12 128000)" "$(gpu rbm500-adagrad-selected 12 256000)"
+fi
 python scripts/bracket_results.py \
     results/models/{rbm100-adagrad-selected,rbm500-adagrad-selected,rbm2000-adagrad-e2000} \
     results/models/{orbm500-l1e-3-e5000,irbm-authors-selected} \

@@ -298,6 +298,7 @@ def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, 
     assert bracket["width"] == pytest.approx(bracket["conservative"] - bracket["optimistic"])
     assert bracket["certified"] == (not bracket["reasons"])
     assert record["log_z"] == bracket["log_z"] >= bracket["log_z_floor"]
+    assert record["device"] == "cpu"  # where it ran, for the command that re-derives it
     assert [level["n_betas"] for level in bracket["levels"]] == [
         50 * 2**k for k in range(len(bracket["levels"]))]
     # The test NLL of the record is the optimistic side: the same ln Z on the same rows.

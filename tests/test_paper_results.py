@@ -405,3 +405,19 @@ def test_a_bracket_names_the_schedule_it_was_made_with(monkeypatch):
         assert shlex.split(command)[-2:] == ["--schedule", schedule]
     assert "--schedule" not in script.evaluate_command(Path("m"),
                                                        {**bracket, "schedule": "tuned"}, {})
+
+
+def test_a_bracket_names_the_device_it_ran_on(monkeypatch):
+    """A bracket made on a GPU is re-derived with --device cuda (its random streams are the
+    GPU's); one made on the CPU, or stored before devices were recorded, needs no option."""
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    spec = importlib.util.spec_from_file_location("bracket_results",
+                                                  SCRIPT.parent / "bracket_results.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    bracket = {"n_chains": 2000, "n_rows": 1000, "tolerance": 1.0, "schedule": "tuned",
+               "levels": [{"n_betas": 16000}]}
+    command = script.evaluate_command(Path("m"), bracket, {"device": "cuda: NVIDIA H200"})
+    assert shlex.split(command)[-2:] == ["--device", "cuda"]
+    for record in ({"device": "cpu"}, {}):
+        assert "--device" not in script.evaluate_command(Path("m"), bracket, record)
