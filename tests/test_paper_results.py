@@ -371,7 +371,10 @@ def test_every_committed_model_reproduces_its_bracket_on_a_fresh_clone(model_dir
     bracket = rejudge(record["bracket"])
     mean_free_energy = float(evaluate.free_energies(model, torch.as_tensor(dataset.test))
                              .double().mean())
-    assert bracket["optimistic"] == pytest.approx(mean_free_energy + bracket["log_z"], abs=1e-4)
+    # A GPU sums the float32 free energies in another order: equal within float32's rounding.
+    tolerance = 1e-4 if record.get("device", "cpu") == "cpu" else 1e-6 * abs(mean_free_energy)
+    assert bracket["optimistic"] == pytest.approx(mean_free_energy + bracket["log_z"],
+                                                  abs=tolerance)
 
 
 def test_a_bracket_started_further_on_names_its_first_temperatures(monkeypatch):
