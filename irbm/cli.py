@@ -151,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Estimate ln Z by annealed importance sampling and the average NLL on "
         "train/valid/test with standard errors; appends to evaluation.json in the run.")
     evaluate.add_argument("run", help="run directory")
-    evaluate.add_argument("--chains", type=int, default=1000, help="AIS chains (default 1000)")
+    evaluate.add_argument("--chains", type=int, default=None, help="AIS chains (default 1000)")
     evaluate.add_argument("--betas", type=int, default=None, help="number of temperatures "
                           "(default: the authors' schedule of 14,500)")
     evaluate.add_argument("--base", choices=["model", "data"], default=None,
@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "and miss most of Z)")
     evaluate.add_argument("--latest", action="store_true", help="evaluate the latest model "
                           "rather than the best")
-    evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument("--seed", type=int, default=None, help="(default 0)")
     evaluate.add_argument("--raise", dest="raise_rows", nargs="?", type=int, const=0,
                           default=None, metavar="ROWS",
                           help="also RAISE's conservative test NLL (an upper bound in "
@@ -176,10 +176,15 @@ def build_parser() -> argparse.ArgumentParser:
                           "--ais-path and --base given), doubling the temperatures "
                           "from --betas (default 1000) until the bracket is --tolerance wide "
                           "and converged; says whether it is certified and, if not, why")
-    evaluate.add_argument("--tolerance", type=_positive_float, default=1.0,
+    evaluate.add_argument("--tolerance", type=_positive_float, default=None,
                           help="width of a certified bracket, nats (default 1.0)")
     evaluate.add_argument("--max-seconds", type=_positive_float, default=None,
                           help="time budget of --bracket (default: none)")
+    evaluate.add_argument("--continue", dest="resume", action="store_true",
+                          help="with --bracket: continue the latest bracket of the run's "
+                          "current model from twice its last level's temperatures, with its "
+                          "chains, rows, seed, routes and schedule (a new record; on the same "
+                          "device the bracket an uninterrupted run would have made)")
     evaluate.add_argument("--schedule", choices=SCHEDULES, default=None,
                           help="--bracket's temperatures: 'tuned' (equal thermodynamic length "
                           "from pilot runs: a forward one for AIS, a reverse one from training "

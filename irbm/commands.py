@@ -41,6 +41,7 @@ def run_evaluate(args):
                                     raise_rows=args.raise_rows, bracket=args.bracket,
                                     tolerance=args.tolerance, max_seconds=args.max_seconds,
                                     tempering_sweeps=args.tempering, schedule=args.schedule,
+                                    resume=args.resume,
                                     data_dir=args.data_dir, device=args.device, echo=print)
     print(f"  ln Z = {record['log_z']:.3f}  [{record['log_z_low']:.3f}, "
           f"{record['log_z_high']:.3f}]  -> {run_dir / runs.EVALUATION_FILE}")

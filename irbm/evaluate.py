@@ -8,6 +8,7 @@ two models are close.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from dataclasses import dataclass
@@ -397,7 +398,7 @@ REVERSE_PILOT_ROWS = 32  # reverse chains of the pilot that tunes RAISE's schedu
 def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                 max_seconds=None, seed=None, n_chains: int = 100, n_betas: int = 1000,
                 paths=None, bases=None, trajectory=None, schedule: str = "tuned",
-                pilot_data=None,
+                pilot_data=None, resume=None,
                 max_betas: int = 1_000_000, tempering=None, progress: bool = False,
                 echo=None) -> Bracket:
     """[optimistic, conservative] around mean_n -ln p(v_n) for ``data`` (N, n_visible).
@@ -447,6 +448,14 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         brackets made before, which it re-derives); the rows bracketed never tune it.
     pilot_data : Tensor or array (M, n_visible), optional
         Rows other than ``data`` (the training set) for RAISE's pilot; default ``base_data``.
+    resume : dict, optional
+        A stored bracket of this model (`Bracket.summary`) to continue: its levels are kept and
+        the temperatures doubled from its last, with its chains, rows, seed, routes and
+        schedule (each must equal this call's; its ``seed``, which the evaluation record
+        holds, is the caller's to pass again). Level k's seed depends on k alone, and the
+        row subset and pilots on ``seed``, so on the same device the continued bracket is the
+        one an uninterrupted call would have made; elsewhere its new levels are independent
+        draws of the same estimators.
     tempering : dict or True, optional
         Also run the independent point estimate of `irbm.tempering` (True: its defaults, or a
         dict of its arguments) along the route of the optimistic side, after the levels; the
@@ -512,7 +521,12 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                 reverse_from=pilot_rows if reverse else None)
         return betas_of_equal_length(*pilots[route, reverse], count)
 
-    levels, n_temperatures, out_of_time = [], int(n_betas), False
+    levels, n_temperatures, out_of_time, earlier_seconds = [], int(n_betas), False, 0.0
+    if resume is not None:
+        levels, n_temperatures, earlier_seconds = _resumable(
+            resume, n_chains=int(n_chains), n_rows=n_rows, bases=bases, paths=paths,
+            schedule=schedule, tolerance=tolerance, max_betas=max_betas)
+    resumed_levels, ais_kept = len(levels), None
     while True:
         level_started = time.perf_counter()
         level, results = {"n_betas": n_temperatures, "ais": {}, "raise": {}}, {}
@@ -546,9 +560,9 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         # The optimistic side pools every AIS run of every level so far (`pooled_log_z`): one
         # unbiased estimate of Z, so its log is a stochastic lower bound of ln Z. The largest
         # of many runs is not: it overshoots by ln(runs) when one lucky chain carries it.
-        if not levels or level["own_optimistic"] > max(
+        if ais_kept is None or level["own_optimistic"] > max(
                 earlier["own_optimistic"] for earlier in levels):
-            ais_kept = results[best_path]  # the diagnostics of the highest single run
+            ais_kept = results[best_path]  # the highest single run of this call: diagnostics
         log_z = max(pooled_log_z([*levels, level]), floor)
         level.update(log_z=log_z, optimistic=float(free_all.mean()) + log_z,
                      optimistic_rows=float(free_rows.mean()) + log_z)
@@ -588,9 +602,35 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     return Bracket(last["optimistic"], last["conservative"], not reasons, reasons,
                    last["optimistic_rows"], last["conservative_rows"],
                    last["conservative_stderr"], last["log_z"], floor, n_rows,
-                   last["n_betas"], int(n_chains), time.perf_counter() - started, tolerance,
+                   last["n_betas"], int(n_chains),
+                   earlier_seconds + time.perf_counter() - started, tolerance,
                    levels, ais_kept, bases, paths,
                    None if max_seconds is None else float(max_seconds),
                    None if not verdict(levels, tolerance=tolerance, out_of_time=False,
                                        cross_check=check)
-                   else out_of_time or None, check, schedule)
+                   else out_of_time or None, check, schedule, resumed_levels)
+
+
+def _resumable(stored: dict, *, n_chains, n_rows, bases, paths, schedule, tolerance,
+               max_betas) -> tuple[list[dict], int, float]:
+    """(copies of the stored bracket's levels, the next level's temperatures, its seconds),
+    or ValueError naming the setting that differs from the call continuing it."""
+    stored_schedule = stored.get("schedule", "tuned-forward")  # see bracket_results
+    settings = {"chains": (stored["n_chains"], n_chains), "rows": (stored["n_rows"], n_rows),
+                "bases": (tuple(stored.get("bases") or ()), tuple(bases)),
+                "paths": (tuple(stored.get("paths") or ()), tuple(paths)),
+                "schedule": (stored_schedule, schedule),
+                "tolerance": (stored["tolerance"], tolerance)}
+    for name, (was, now) in settings.items():
+        if was != now:
+            raise ValueError(f"the stored bracket ran with {name} {was}, this call with {now}: "
+                             "a bracket continues with the settings it was started with")
+    if stored.get("cross_check") is not None:
+        raise ValueError("the stored bracket was cross-checked by tempering after its last "
+                         "level; continue the bracket it checked, or start a new one")
+    levels = copy.deepcopy(stored["levels"])
+    next_betas = 2 * int(levels[-1]["n_betas"])
+    if next_betas > max_betas:
+        raise ValueError(f"the stored bracket's next level ({next_betas} temperatures) "
+                         f"passes max_betas ({max_betas})")
+    return levels, next_betas, float(stored["seconds"])

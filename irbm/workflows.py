@@ -260,10 +260,10 @@ def _callbacks(settings, out, train, valid, record, echo) -> list:
 
 
 # ---------------------------------------------------------------------------- evaluate
-def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, seed=0,
-                 which="best", raise_rows=None, bracket=False, tolerance=1.0, max_seconds=None,
-                 tempering_sweeps=None, schedule=None, data_dir=None, device=None,
-                 progress=True, echo=None) -> dict:
+def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, seed=None,
+                 which="best", raise_rows=None, bracket=False, tolerance=None,
+                 max_seconds=None, tempering_sweeps=None, schedule=None, resume=False,
+                 data_dir=None, device=None, progress=True, echo=None) -> dict:
     """AIS estimate of log Z for the run's model and its NLL on every split, with the AIS
     diagnostics, appended to the run's ``evaluation.json``; returns the new record.
 
@@ -281,6 +281,10 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
     ``tempering_sweeps``: with ``bracket``, cross-check it by parallel tempering
     (`irbm.tempering`, 64 temperatures, 32 ladders, this many sweeps); without, cross-check
     the latest bracket of the run's current model instead (`cross_check_run`).
+    ``resume``: with ``bracket``, continue the latest bracket of the run's current model
+    (its settings; any given must equal them) from twice its last level's temperatures; the
+    new record says which one it continues ("continues": its index in evaluation.json).
+    ``n_chains``, ``seed``, ``tolerance``: None takes 1,000, 0 and 1.0 nat.
     """
     if tempering_sweeps is not None and int(tempering_sweeps) < 1:
         raise ValueError(f"--tempering needs a positive number of sweeps, got "
@@ -288,6 +292,18 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
     if schedule is not None and not bracket:
         raise ValueError(f"--schedule {schedule} spaces the temperatures of --bracket; add "
                          "--bracket, or leave --schedule out")
+    continued = None
+    if resume:
+        if not bracket:
+            raise ValueError("--continue continues a stored bracket: add --bracket")
+        continued, stored = _latest_bracket(run_dir, which, "continue")
+        n_chains, raise_rows, seed, tolerance, base, path, schedule = _continued_settings(
+            stored, n_chains=n_chains, n_betas=n_betas, raise_rows=raise_rows, seed=seed,
+            tolerance=tolerance, base=base, path=path, schedule=schedule)
+        which = stored.get("which", "latest")
+    n_chains = 1000 if n_chains is None else n_chains
+    seed = 0 if seed is None else seed
+    tolerance = 1.0 if tolerance is None else tolerance
     if tempering_sweeps is not None and not bracket:
         return cross_check_run(run_dir, tempering_sweeps, which=which, data_dir=data_dir,
                                device=device, progress=progress, echo=echo, path=path,
@@ -308,7 +324,8 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
                                  path=path, seed=seed, rows=raise_rows or None,
                                  tolerance=tolerance, max_seconds=max_seconds, say=say,
                                  tempering=tempering_sweeps and _tempering(tempering_sweeps),
-                                 schedule=schedule or "tuned")
+                                 schedule=schedule or "tuned",
+                                 resume=None if continued is None else stored["bracket"])
         result = interval.ais
     else:
         say(f"AIS on {run_dir / source.file} (epoch {source.epoch}, {n_chains} chains){hint}")
@@ -327,6 +344,8 @@ def evaluate_run(run_dir, *, n_chains=1000, n_betas=None, base=None, path=None, 
         "top_chain_share": result.top_chain_share, "warnings": result.reliability_warnings(),
         "device": device_label(model.device),
     }
+    if continued is not None:
+        record["continues"] = continued
     # ln Z >= ln sum_v exp(-F(v)) over distinct training rows and the states Gibbs chains from
     # them visit: a check the weights cannot fool (uniform weights can all miss a mode).
     floor = sampled_log_partition_floor(model, dataset.train, n_chains=min(n_chains, 500),
@@ -381,6 +400,43 @@ def _tempering(sweeps) -> dict:
             "n_samples": 32 * max(0, min(8, kept))}
 
 
+def _latest_bracket(run_dir, which, purpose: str) -> tuple[int, dict]:
+    """(index in evaluation.json, record) of the latest bracket of the run's current model, of
+    its ``which`` model ("best" or "latest") where it has one; ValueError when it has none."""
+    run_dir = runs.require_run(run_dir)
+    cache = {}
+    records = [(index, record) for index, record in enumerate(runs.read_evaluations(run_dir))
+               if "bracket" in record and runs.staleness(run_dir, record, cache) is None]
+    if not records:
+        raise ValueError(f"{run_dir} has no bracket of its current model to {purpose}: run "
+                         "irbm evaluate RUN --bracket first")
+    return ([pair for pair in records if pair[1].get("which") == which] or records)[-1]
+
+
+def _continued_settings(record, **given) -> tuple:
+    """(n_chains, raise_rows, seed, tolerance, base, path, schedule) of the stored bracket
+    ``record``; ValueError naming the first option ``given`` (not None) that differs."""
+    bracket = record["bracket"]
+    bases, paths = bracket.get("bases") or [record.get("base", "data")], bracket.get("paths")
+    stored = {"n_chains": bracket["n_chains"], "raise_rows": bracket["n_rows"],
+              "seed": record.get("seed") or 0, "tolerance": bracket["tolerance"],
+              "base": bases[0] if len(bases) == 1 else None,
+              "path": paths[0] if paths and len(paths) == 1 else None,
+              "schedule": bracket.get("schedule", "tuned-forward")}
+    options = {"n_chains": "--chains", "raise_rows": "--raise", "seed": "--seed",
+               "tolerance": "--tolerance", "base": "--base", "path": "--ais-path",
+               "schedule": "--schedule"}
+    if given.pop("n_betas") is not None:
+        raise ValueError("--betas: a continued bracket doubles the temperatures of its last "
+                         f"level ({bracket['n_betas']}); leave --betas out")
+    for name, value in given.items():
+        if value is not None and value != stored[name]:
+            raise ValueError(f"{options[name]} {value}: the stored bracket ran with "
+                             f"{stored[name]}, and a bracket continues with its own "
+                             f"settings; leave {options[name]} out")
+    return tuple(stored[name] for name in options)
+
+
 def cross_check_run(run_dir, sweeps: int, *, which=None, data_dir=None, device=None,
                     progress=True, echo=None, path=None, base=None) -> dict:
     """Cross-check the latest bracket of the run's current model (of its ``which`` model,
@@ -392,13 +448,7 @@ def cross_check_run(run_dir, sweeps: int, *, which=None, data_dir=None, device=N
     check_device(device)
     run_dir = runs.require_run(run_dir)
     runs.check_writable(run_dir)
-    cache = {}
-    records = [record for record in runs.read_evaluations(run_dir)
-               if "bracket" in record and runs.staleness(run_dir, record, cache) is None]
-    if not records:
-        raise ValueError(f"{run_dir} has no bracket of its current model to cross-check: run "
-                         "irbm evaluate RUN --bracket (with --tempering to check it at once)")
-    record = ([r for r in records if r.get("which") == which] or records)[-1]
+    _, record = _latest_bracket(run_dir, which, "cross-check")
     dataset = runs.load_run_dataset(run_dir, data_dir)
     model, _ = runs.run_model(run_dir, which=record.get("which", "latest"), device=device)
     bracket = record["bracket"]
@@ -423,12 +473,13 @@ def cross_check_run(run_dir, sweeps: int, *, which=None, data_dir=None, device=N
 
 
 def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, tolerance,
-                  max_seconds, say, tempering=None, schedule="tuned"):
+                  max_seconds, say, tempering=None, schedule="tuned", resume=None):
     """`bracket_nll` of the test set, with the run's base data, echoing each level."""
     if dataset.test is None or not len(dataset.test):
         raise ValueError("--bracket brackets the test NLL, and this run's data has no test rows")
     say(f"bracketing the test NLL ({n_chains} AIS chains per path, tolerance {tolerance:g} "
-        "nats" + (f", at most {max_seconds:g} s" if max_seconds else "") + ")")
+        "nats" + (f", at most {max_seconds:g} s" if max_seconds else "")
+        + (f"; continuing {len(resume['levels'])} stored levels" if resume else "") + ")")
     interval = bracket_nll(model, torch.as_tensor(dataset.test),
                            base_data=None if base == "model" else torch.as_tensor(dataset.train),
                            rows=rows, tolerance=tolerance, max_seconds=max_seconds, seed=seed,
@@ -436,7 +487,7 @@ def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, 
                            paths=None if path is None else (path,),
                            bases=None if base is None else (base,), tempering=tempering,
                            schedule=schedule, pilot_data=torch.as_tensor(dataset.train),
-                           echo=say)
+                           resume=resume, echo=say)
     say(f"  test  {interval}")
     for reason in interval.reasons:
         say(f"  not certified: {reason}")

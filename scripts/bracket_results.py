@@ -44,7 +44,20 @@ def latest_bracket(model_dir: Path) -> dict | None:
 FIRST_LEVEL_BETAS = inspect.signature(bracket_nll).parameters["n_betas"].default
 
 
-def evaluate_command(model_dir: Path, bracket: dict, record: dict) -> str:
+def evaluate_command(model_dir: Path, bracket: dict, record: dict,
+                     records: list[dict] | None = None) -> str:
+    """The command(s) that re-derive ``record`` (its bracket ``bracket``); a continued bracket
+    (`irbm evaluate --continue`) is the command of the one it continues (in ``records``, the
+    directory's evaluations) followed by the continuation."""
+    if record.get("continues") is not None:
+        earlier = records[record["continues"]]
+        return (evaluate_command(model_dir, earlier["bracket"], earlier, records)
+                + f"`, then `irbm evaluate {shlex.quote(str(model_dir))}"
+                + (" --latest" if record.get("which", "latest") == "latest" else "")
+                + " --bracket --continue"
+                + (f" --max-seconds {bracket['max_seconds']:g}" if bracket.get("max_seconds")
+                   else "")
+                + (" --device cuda" if record.get("device", "cpu").startswith("cuda") else ""))
     bases = bracket.get("bases", ["data"])  # brackets made before both bases ran: data
     paths = bracket.get("paths", [])
     budget = bracket.get("max_seconds")  # not recorded by the first brackets
@@ -105,7 +118,8 @@ def row_of(model_dir: Path) -> dict:
             "bracket": bracket, "paper": reference,
             "selection": selection.get("selection"),
             "train_command": command_of(config, Path("runs") / model_dir.name),
-            "evaluate_command": evaluate_command(model_dir, bracket, record)}
+            "evaluate_command": evaluate_command(model_dir, bracket, record,
+                                                 runs.read_evaluations(model_dir))}
 
 
 def _epochs(row: dict) -> str:

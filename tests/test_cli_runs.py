@@ -362,6 +362,45 @@ def test_tempering_cross_checks_the_latest_bracket_in_a_new_record(run_dir, caps
     assert evaluations(run_dir)[-1]["bracket"]["cross_check"]["route"] == "linear, model base"
 
 
+def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, capsys):
+    """--continue keeps the stored levels and settings, adds levels from twice the last
+    one's temperatures in a new record that names the one it continues; options that would
+    change the bracket, or nothing to continue, are refused before any work."""
+    from irbm.cli import main
+    refusal = run_cli("evaluate", run_dir, "--bracket", "--continue")
+    assert refusal.code != 0 and "no bracket of its current model to continue" in refusal.err
+    assert main(["evaluate", str(run_dir), "--bracket", "--chains", "10", "--betas", "50",
+                 "--raise", "20", "--tolerance", "0.01", "--seed", "4", "--max-seconds",
+                 "2", "--ais-path", "linear"]) == 0
+    *_, stored = evaluations(run_dir)
+    before = snapshot(run_dir)
+    for options, message in (
+            (["--chains", "12"], "--chains 12: the stored bracket ran with 10"),
+            (["--seed", "5"], "--seed 5: the stored bracket ran with 4"),
+            (["--betas", "400"], "--betas: a continued bracket doubles the temperatures"),
+            (["--ais-path", "pinned"], "--ais-path pinned: the stored bracket ran with linear")):
+        refusal = run_cli("evaluate", run_dir, "--bracket", "--continue", *options)
+        assert refusal.code != 0 and message in refusal.err, refusal.err
+    refusal = run_cli("evaluate", run_dir, "--continue")
+    assert refusal.code != 0 and "--continue continues a stored bracket: add --bracket" in \
+        refusal.err
+    assert snapshot(run_dir) == before
+    capsys.readouterr()
+    assert main(["evaluate", str(run_dir), "--bracket", "--continue", "--seed", "4",
+                 "--max-seconds", "2"]) == 0
+    assert f"continuing {len(stored['bracket']['levels'])} stored levels" in \
+        capsys.readouterr().out
+    records = evaluations(run_dir)
+    continued = records[-1]
+    assert records[continued["continues"]] == stored
+    old, new = stored["bracket"], continued["bracket"]
+    assert new["levels"][:len(old["levels"])] == old["levels"]
+    assert new["resumed_levels"] == len(old["levels"]) < len(new["levels"])
+    assert new["levels"][len(old["levels"])]["n_betas"] == 2 * old["levels"][-1]["n_betas"]
+    assert (new["n_chains"], new["n_rows"], new["tolerance"], new["paths"], continued["seed"]) \
+        == (10, 20, 0.01, ["linear"], 4)
+
+
 def test_report_refuses_results_of_an_earlier_model(run_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert_ok(run_cli("train", "rbm", "digits", "--out", run_dir, *TINY, "--epochs", 2))

@@ -424,3 +424,11 @@ def test_a_bracket_names_the_device_it_ran_on(monkeypatch):
     assert shlex.split(command)[-2:] == ["--device", "cuda"]
     for record in ({"device": "cpu"}, {}):
         assert "--device" not in script.evaluate_command(Path("m"), bracket, record)
+    # A continued bracket: the command of the one it continues, then the continuation.
+    first = {"device": "cpu", "seed": 4, "bracket": bracket}
+    later = {"device": "cuda: NVIDIA H200", "seed": 4, "continues": 0,
+             "bracket": {**bracket, "max_seconds": 500.0}}
+    command = script.evaluate_command(Path("m"), later["bracket"], later, [first, later])
+    assert command == (script.evaluate_command(Path("m"), bracket, first)
+                       + "`, then `irbm evaluate m --latest --bracket --continue "
+                       "--max-seconds 500 --device cuda")

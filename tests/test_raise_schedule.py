@@ -155,3 +155,63 @@ def test_a_schedule_outside_the_list_is_refused_before_work():
     rows = torch.zeros(4, 12, dtype=torch.float64)
     with pytest.raises(ValueError, match="schedule must be one of tuned, tuned-forward, uniform"):
         bracket_nll(model, rows, base_data=None, schedule="reverse")
+
+
+def _without_seconds(value):
+    """``value`` (levels) with every wall-clock entry dropped: what a rerun reproduces."""
+    if isinstance(value, dict):
+        return {key: _without_seconds(item) for key, item in value.items() if key != "seconds"}
+    if isinstance(value, list):
+        return [_without_seconds(item) for item in value]
+    return value
+
+
+@pytest.mark.parametrize("family, options", FAMILIES[::2])
+def test_a_continued_bracket_is_the_one_an_uninterrupted_call_makes(family, options,
+                                                                    monkeypatch):
+    """Stopped after two levels, stored as JSON and continued to a third, a bracket has the
+    levels, sides and verdict of one call that ran all three (same device and seed), and
+    runs the third level alone."""
+    import json
+    model, _ = _model(family, options)
+    rows, train = _data(4, 200, 0.5), _data(6, 300, 0.4)
+    settings = dict(base_data=train, rows=40, tolerance=1e-6, seed=3, n_chains=16,
+                    n_betas=50)
+    whole = bracket_nll(model, rows, max_betas=200, **settings)
+    part = bracket_nll(model, rows, max_betas=100, **settings)
+    stored = json.loads(json.dumps(part.summary()))
+    runs = []
+    estimate = evaluate.estimate_log_partition
+    monkeypatch.setattr(evaluate, "estimate_log_partition",
+                        lambda *args, **kwargs: runs.append(len(kwargs["betas"]))
+                        or estimate(*args, **kwargs))
+    continued = bracket_nll(model, rows, max_betas=200, resume=stored, **settings)
+    assert runs == [200] * len(model.ais_paths) * 2  # the new level only, on every route
+    assert [level["n_betas"] for level in continued.levels] == [50, 100, 200]
+    assert continued.resumed_levels == 2 and continued.summary()["resumed_levels"] == 2
+    assert _without_seconds(continued.levels) == _without_seconds(whole.levels)
+    for side in ("optimistic", "conservative", "conservative_stderr", "log_partition"):
+        assert getattr(continued, side) == getattr(whole, side), side
+    assert continued.reasons == whole.reasons
+    assert continued.seconds > stored["seconds"]  # the stored levels' time is counted
+    # The diagnostics are of a run this call made (the stored levels keep no weights).
+    assert continued.ais is not None and continued.ais.n_betas == 200
+
+
+def test_a_bracket_continues_only_with_its_own_settings():
+    model, _ = _model("rbm", {})
+    rows, train = _data(4, 200, 0.5), _data(6, 300, 0.4)
+    settings = dict(base_data=train, rows=40, tolerance=1e-6, seed=3, n_chains=16,
+                    n_betas=50)
+    stored = bracket_nll(model, rows, max_betas=50, **settings).summary()
+    for change, message in (({"n_chains": 32}, "ran with chains 16, this call with 32"),
+                            ({"rows": 60}, "ran with rows 40, this call with 60"),
+                            ({"schedule": "uniform"}, "ran with schedule tuned"),
+                            ({"tolerance": 0.5}, "ran with tolerance 1e-06")):
+        with pytest.raises(ValueError, match=message):
+            bracket_nll(model, rows, max_betas=200, resume=stored, **{**settings, **change})
+    with pytest.raises(ValueError, match=r"next level \(100 temperatures\) passes max_betas"):
+        bracket_nll(model, rows, max_betas=50, resume=stored, **settings)
+    with pytest.raises(ValueError, match="cross-checked by tempering"):
+        bracket_nll(model, rows, max_betas=200, resume={**stored, "cross_check": {"nll": 1.0}},
+                    **settings)
