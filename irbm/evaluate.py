@@ -494,15 +494,21 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         raise ValueError(f'bases must be "data" (with base_data) and/or "model", got {bases}')
     routes = {(f"{kind}, {base} base" if len(bases) > 1 else kind): (kind, base)
               for kind in paths for base in bases}
+    pilot_data = base_data if pilot_data is None else pilot_data
+    if schedule == "tuned" and pilot_data is None:
+        schedule = "tuned-forward"  # tuning RAISE on the rows it bounds would fit it to them
+    levels, n_temperatures, out_of_time, earlier_seconds = [], int(n_betas), False, 0.0
+    if resume is not None:  # refused before any work when it cannot go on
+        levels, n_temperatures, earlier_seconds = _resumable(
+            resume, n_chains=int(n_chains), n_rows=n_rows, bases=bases, paths=paths,
+            schedule=schedule, tolerance=tolerance, max_betas=max_betas)
+    resumed_levels, ais_kept = len(levels), None
     started = time.perf_counter()
     free_all = free_energies(model, data)
     free_rows = free_energies(model, subset)
     floor = sampled_log_partition_floor(model, data if base_data is None else base_data,
                                         n_chains=min(n_chains, 500), seed=seed)
     pilots = {}  # per route and direction: the pilot's (t, thermodynamic length), run once
-    pilot_data = base_data if pilot_data is None else pilot_data
-    if schedule == "tuned" and pilot_data is None:
-        schedule = "tuned-forward"  # tuning RAISE on the rows it bounds would fit it to them
     if schedule == "tuned":
         pilot_data = model.check_visible(torch.as_tensor(pilot_data))
         pilot_rows = pilot_data[torch.randperm(
@@ -521,12 +527,12 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                 reverse_from=pilot_rows if reverse else None)
         return betas_of_equal_length(*pilots[route, reverse], count)
 
-    levels, n_temperatures, out_of_time, earlier_seconds = [], int(n_betas), False, 0.0
     if resume is not None:
-        levels, n_temperatures, earlier_seconds = _resumable(
-            resume, n_chains=int(n_chains), n_rows=n_rows, bases=bases, paths=paths,
-            schedule=schedule, tolerance=tolerance, max_betas=max_betas)
-    resumed_levels, ais_kept = len(levels), None
+        # An uninterrupted call ran the pilots before its first level; run them before the
+        # next level's clock too, so that its time predicts the one after it as there.
+        for route in routes:
+            temperatures(route, n_temperatures)
+            temperatures(route, n_temperatures, True)
     while True:
         level_started = time.perf_counter()
         level, results = {"n_betas": n_temperatures, "ais": {}, "raise": {}}, {}
@@ -560,9 +566,11 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         # The optimistic side pools every AIS run of every level so far (`pooled_log_z`): one
         # unbiased estimate of Z, so its log is a stochastic lower bound of ln Z. The largest
         # of many runs is not: it overshoots by ln(runs) when one lucky chain carries it.
+        # The diagnostics (weights, effective sample size, warnings) are of the highest single
+        # run of this call: a stored level keeps its numbers, not its weights.
         if ais_kept is None or level["own_optimistic"] > max(
-                earlier["own_optimistic"] for earlier in levels):
-            ais_kept = results[best_path]  # the highest single run of this call: diagnostics
+                earlier["own_optimistic"] for earlier in levels[resumed_levels:]):
+            ais_kept = results[best_path]
         log_z = max(pooled_log_z([*levels, level]), floor)
         level.update(log_z=log_z, optimistic=float(free_all.mean()) + log_z,
                      optimistic_rows=float(free_rows.mean()) + log_z)
@@ -626,9 +634,13 @@ def _resumable(stored: dict, *, n_chains, n_rows, bases, paths, schedule, tolera
             raise ValueError(f"the stored bracket ran with {name} {was}, this call with {now}: "
                              "a bracket continues with the settings it was started with")
     if stored.get("cross_check") is not None:
-        raise ValueError("the stored bracket was cross-checked by tempering after its last "
-                         "level; continue the bracket it checked, or start a new one")
+        raise ValueError("the stored bracket was cross-checked by tempering, which re-judged "
+                         "its levels; continue the bracket it checked, or start a new one")
     levels = copy.deepcopy(stored["levels"])
+    if not verdict(levels, tolerance=tolerance, out_of_time=False):
+        raise ValueError(f"the stored bracket is certified at {levels[-1]['n_betas']} "
+                         "temperatures: an uninterrupted call stops there, so there is nothing "
+                         "to continue (start a new bracket to check it again)")
     next_betas = 2 * int(levels[-1]["n_betas"])
     if next_betas > max_betas:
         raise ValueError(f"the stored bracket's next level ({next_betas} temperatures) "

@@ -282,8 +282,11 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
     (`irbm.tempering`, 64 temperatures, 32 ladders, this many sweeps); without, cross-check
     the latest bracket of the run's current model instead (`cross_check_run`).
     ``resume``: with ``bracket``, continue the latest bracket of the run's current model
-    (its settings; any given must equal them) from twice its last level's temperatures; the
-    new record says which one it continues ("continues": its index in evaluation.json).
+    (its settings; any given must equal them; ``max_seconds`` None: its budget again, for this
+    call) from twice its last level's temperatures; the new record says which one it
+    continues ("continues": its index in evaluation.json), its ``seconds`` count every level,
+    and its AIS diagnostics (effective sample size, warnings, weights) are of the highest run
+    of this call, since stored levels keep their numbers but not their weights.
     ``n_chains``, ``seed``, ``tolerance``: None takes 1,000, 0 and 1.0 nat.
     """
     if tempering_sweeps is not None and int(tempering_sweeps) < 1:
@@ -297,9 +300,11 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
         if not bracket:
             raise ValueError("--continue continues a stored bracket: add --bracket")
         continued, stored = _latest_bracket(run_dir, which, "continue")
-        n_chains, raise_rows, seed, tolerance, base, path, schedule = _continued_settings(
+        (n_chains, raise_rows, seed, tolerance, base, path, schedule,
+         stored_budget) = _continued_settings(
             stored, n_chains=n_chains, n_betas=n_betas, raise_rows=raise_rows, seed=seed,
             tolerance=tolerance, base=base, path=path, schedule=schedule)
+        max_seconds = stored_budget if max_seconds is None else max_seconds
         which = stored.get("which", "latest")
     n_chains = 1000 if n_chains is None else n_chains
     seed = 0 if seed is None else seed
@@ -402,14 +407,24 @@ def _tempering(sweeps) -> dict:
 
 def _latest_bracket(run_dir, which, purpose: str) -> tuple[int, dict]:
     """(index in evaluation.json, record) of the latest bracket of the run's current model, of
-    its ``which`` model ("best" or "latest") where it has one; ValueError when it has none."""
+    its ``which`` model ("best" or "latest") where it has one; ValueError when it has none.
+    To "continue", only a bracket tempering has not re-judged, of the latest model when
+    ``which`` is "latest" (asked for explicitly; "best" falls back to the latest model, as
+    evaluation does in a run without a best model)."""
     run_dir = runs.require_run(run_dir)
     cache = {}
     records = [(index, record) for index, record in enumerate(runs.read_evaluations(run_dir))
                if "bracket" in record and runs.staleness(run_dir, record, cache) is None]
+    hint = " (with --tempering to check it at once)" if purpose == "cross-check" else ""
+    if purpose == "continue":
+        records = [(index, record) for index, record in records
+                   if record["bracket"].get("cross_check") is None]
+        hint = " (a bracket cross-checked by --tempering cannot be continued)"
+        if which == "latest":
+            records = [pair for pair in records if pair[1].get("which", "latest") == "latest"]
     if not records:
         raise ValueError(f"{run_dir} has no bracket of its current model to {purpose}: run "
-                         "irbm evaluate RUN --bracket first")
+                         f"irbm evaluate RUN --bracket first{hint}")
     return ([pair for pair in records if pair[1].get("which") == which] or records)[-1]
 
 
@@ -419,6 +434,7 @@ def _continued_settings(record, **given) -> tuple:
     bracket = record["bracket"]
     bases, paths = bracket.get("bases") or [record.get("base", "data")], bracket.get("paths")
     stored = {"n_chains": bracket["n_chains"], "raise_rows": bracket["n_rows"],
+              "max_seconds": bracket.get("max_seconds"),
               "seed": record.get("seed") or 0, "tolerance": bracket["tolerance"],
               "base": bases[0] if len(bases) == 1 else None,
               "path": paths[0] if paths and len(paths) == 1 else None,
@@ -426,15 +442,18 @@ def _continued_settings(record, **given) -> tuple:
     options = {"n_chains": "--chains", "raise_rows": "--raise", "seed": "--seed",
                "tolerance": "--tolerance", "base": "--base", "path": "--ais-path",
                "schedule": "--schedule"}
+    every = {"base": "both bases", "path": "every annealing path"}
     if given.pop("n_betas") is not None:
         raise ValueError("--betas: a continued bracket doubles the temperatures of its last "
                          f"level ({bracket['n_betas']}); leave --betas out")
     for name, value in given.items():
         if value is not None and value != stored[name]:
-            raise ValueError(f"{options[name]} {value}: the stored bracket ran with "
-                             f"{stored[name]}, and a bracket continues with its own "
-                             f"settings; leave {options[name]} out")
-    return tuple(stored[name] for name in options)
+            was = every[name] if stored[name] is None else stored[name]
+            raise ValueError(f"{options[name]} {value}: the stored bracket ran with {was}, and "
+                             f"a bracket continues with its own settings; leave "
+                             f"{options[name]} out")
+    # Each call has a budget of its own: the stored one again unless another is given.
+    return (*(stored[name] for name in options), stored["max_seconds"])
 
 
 def cross_check_run(run_dir, sweeps: int, *, which=None, data_dir=None, device=None,

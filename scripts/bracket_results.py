@@ -57,7 +57,8 @@ def evaluate_command(model_dir: Path, bracket: dict, record: dict,
                 + " --bracket --continue"
                 + (f" --max-seconds {bracket['max_seconds']:g}" if bracket.get("max_seconds")
                    else "")
-                + (" --device cuda" if record.get("device", "cpu").startswith("cuda") else ""))
+                + (" --device cuda" if record.get("device", "cpu").startswith("cuda") else "")
+                + _tempering_command(model_dir, record, bracket.get("cross_check")))
     bases = bracket.get("bases", ["data"])  # brackets made before both bases ran: data
     paths = bracket.get("paths", [])
     budget = bracket.get("max_seconds")  # not recorded by the first brackets

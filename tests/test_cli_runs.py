@@ -373,12 +373,16 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
                  "--raise", "20", "--tolerance", "0.01", "--seed", "4", "--max-seconds",
                  "2", "--ais-path", "linear"]) == 0
     *_, stored = evaluations(run_dir)
+    # Tempering appends a re-judged copy: the bracket continued is the one it checked.
+    assert main(["evaluate", str(run_dir), "--tempering", "8"]) == 0
+    assert evaluations(run_dir)[-1]["bracket"]["cross_check"] is not None
     before = snapshot(run_dir)
     for options, message in (
             (["--chains", "12"], "--chains 12: the stored bracket ran with 10"),
             (["--seed", "5"], "--seed 5: the stored bracket ran with 4"),
             (["--betas", "400"], "--betas: a continued bracket doubles the temperatures"),
-            (["--ais-path", "pinned"], "--ais-path pinned: the stored bracket ran with linear")):
+            (["--ais-path", "pinned"], "--ais-path pinned: the stored bracket ran with linear"),
+            (["--base", "model"], "--base model: the stored bracket ran with both bases")):
         refusal = run_cli("evaluate", run_dir, "--bracket", "--continue", *options)
         assert refusal.code != 0 and message in refusal.err, refusal.err
     refusal = run_cli("evaluate", run_dir, "--continue")
@@ -399,6 +403,7 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
     assert new["levels"][len(old["levels"])]["n_betas"] == 2 * old["levels"][-1]["n_betas"]
     assert (new["n_chains"], new["n_rows"], new["tolerance"], new["paths"], continued["seed"]) \
         == (10, 20, 0.01, ["linear"], 4)
+    assert new["max_seconds"] == 2  # the stored budget again, for this call
 
 
 def test_report_refuses_results_of_an_earlier_model(run_dir, tmp_path, monkeypatch):

@@ -432,3 +432,6 @@ def test_a_bracket_names_the_device_it_ran_on(monkeypatch):
     assert command == (script.evaluate_command(Path("m"), bracket, first)
                        + "`, then `irbm evaluate m --latest --bracket --continue "
                        "--max-seconds 500 --device cuda")
+    later["bracket"]["cross_check"] = {"n_sweeps": 30}  # checked as it was continued
+    assert script.evaluate_command(Path("m"), later["bracket"], later, [first, later]) \
+        == command + " --tempering 30"

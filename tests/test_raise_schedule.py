@@ -177,7 +177,7 @@ def test_a_continued_bracket_is_the_one_an_uninterrupted_call_makes(family, opti
     rows, train = _data(4, 200, 0.5), _data(6, 300, 0.4)
     settings = dict(base_data=train, rows=40, tolerance=1e-6, seed=3, n_chains=16,
                     n_betas=50)
-    whole = bracket_nll(model, rows, max_betas=200, **settings)
+    whole = bracket_nll(model, rows, max_betas=400, **settings)
     part = bracket_nll(model, rows, max_betas=100, **settings)
     stored = json.loads(json.dumps(part.summary()))
     runs = []
@@ -185,25 +185,41 @@ def test_a_continued_bracket_is_the_one_an_uninterrupted_call_makes(family, opti
     monkeypatch.setattr(evaluate, "estimate_log_partition",
                         lambda *args, **kwargs: runs.append(len(kwargs["betas"]))
                         or estimate(*args, **kwargs))
-    continued = bracket_nll(model, rows, max_betas=200, resume=stored, **settings)
-    assert runs == [200] * len(model.ais_paths) * 2  # the new level only, on every route
-    assert [level["n_betas"] for level in continued.levels] == [50, 100, 200]
+    continued = bracket_nll(model, rows, max_betas=400, resume=stored, **settings)
+    # The new levels only, on every route.
+    assert runs == [200] * len(model.ais_paths) * 2 + [400] * len(model.ais_paths) * 2
+    assert [level["n_betas"] for level in continued.levels] == [50, 100, 200, 400]
     assert continued.resumed_levels == 2 and continued.summary()["resumed_levels"] == 2
     assert _without_seconds(continued.levels) == _without_seconds(whole.levels)
     for side in ("optimistic", "conservative", "conservative_stderr", "log_partition"):
         assert getattr(continued, side) == getattr(whole, side), side
     assert continued.reasons == whole.reasons
     assert continued.seconds > stored["seconds"]  # the stored levels' time is counted
-    # The diagnostics are of a run this call made (the stored levels keep no weights).
-    assert continued.ais is not None and continued.ais.n_betas == 200
+    # The diagnostics are of the highest run this call made (stored levels keep no weights).
+    highest = max(continued.levels[2:], key=lambda level: level["own_optimistic"])
+    assert continued.ais.n_betas == highest["n_betas"]
+    assert continued.ais.log_z == highest["ais"][highest["best_path"]]["log_z"]
 
 
-def test_a_bracket_continues_only_with_its_own_settings():
+def test_a_bracket_continues_only_with_its_own_settings(monkeypatch):
+    """Refused before any work: other settings, a next level past max_betas, a bracket that
+    tempering re-judged, and a certified one (an uninterrupted call stops there)."""
     model, _ = _model("rbm", {})
     rows, train = _data(4, 200, 0.5), _data(6, 300, 0.4)
     settings = dict(base_data=train, rows=40, tolerance=1e-6, seed=3, n_chains=16,
                     n_betas=50)
     stored = bracket_nll(model, rows, max_betas=50, **settings).summary()
+    certified = bracket_nll(model, rows, max_betas=6400, **{**settings, "tolerance": 50.0,
+                                                            "n_betas": 400})
+    assert certified.certified, certified.reasons
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started before the refusal")
+
+    monkeypatch.setattr(evaluate, "free_energies", no_work)
+    with pytest.raises(ValueError, match="the stored bracket is certified at"):
+        bracket_nll(model, rows, max_betas=12800, resume=certified.summary(),
+                    **{**settings, "tolerance": 50.0})
     for change, message in (({"n_chains": 32}, "ran with chains 16, this call with 32"),
                             ({"rows": 60}, "ran with rows 40, this call with 60"),
                             ({"schedule": "uniform"}, "ran with schedule tuned"),
