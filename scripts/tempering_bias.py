@@ -24,14 +24,15 @@ from pathlib import Path
 import torch
 
 from irbm import runs
-from irbm._threads import apply_threads
 from irbm._io import atomic_write
+from irbm._threads import apply_threads
 from irbm.tempering import estimate_log_partition_tempering
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", type=Path, default=Path("results/models/rbm500-adagrad-selected"))
+    parser.add_argument("--model", type=Path,
+                        default=Path("results/models/rbm500-adagrad-selected"))
     parser.add_argument("--settings", nargs="+", default=["64x2000", "64x8000", "256x2000"],
                         help="TEMPERATURESxSWEEPS, each run once")
     parser.add_argument("--seed", type=int, default=5)
