@@ -405,9 +405,9 @@ def conditional_bracket(last: dict, check: dict | None, tolerance: float) -> dic
     beyond it (the samples miss mass the AIS chains found, or AIS overshot).
     None without BDMC, or when tempering never carried a state from the base to the model.
 
-    Measured (session 18, `results/README.md`): on three trained CalTech101 models with
-    76-299 passages, AIS at 64,000-256,000 temperatures rose above such BDMC bounds by 0.6-4.8
-    nats, so passages did not make those samples draws: a hint, never a result."""
+    Measured (session 18, `results/README.md`): on the CalTech101 RBM-2000 (76 passages) AIS
+    at 16,000-64,000 temperatures lay 4.4-5.1 nats above such a BDMC bound, so passages did not
+    make those samples draws: a hint, never a result."""
     bdmc = None if check is None else check.get("bdmc")
     passages = None if check is None else check.get("passages", check.get("round_trips", 0))
     if bdmc is None or not passages:

@@ -54,6 +54,8 @@ train 50 500 mnist-orbm500 orbm mnist --n-hidden 500 --beta 1.01 --lr 0.03 --l1 
 # Table 2 at the paper's protocol: results/caltech101.md.
 bash scripts/paper_epochs_rbm.sh rbm100
 bash scripts/paper_epochs_rbm.sh rbm500
+# Session 18: does parallel tempering's ln Z move with 4x the sweeps or 4x the temperatures?
+python scripts/tempering_bias.py --settings 64x2000 64x8000 256x2000
 # The merged iRBM's models (raw at 4,000 and 4,250 epochs, averaged at 4,250) come from
 # scripts/irbm_rules.sh.
 # Session 18, on one NVIDIA H200 lent for 15 minutes: more temperatures than a CPU session
