@@ -115,7 +115,7 @@ def main():
     n_visible, block_size = 784, 16
     if args.quick:
         args.exact, n_visible, block_size, args.rows = [12], 24, 6, 20
-        args.chains, args.betas, args.max_seconds, args.run = 8, 20, 5.0, []
+        args.chains, args.betas, args.max_seconds, args.run = 8, 20, 1.0, []
     print(f"# bracket budgets: {conditions(False)}; {args.chains} AIS chains per path, RAISE on "
           f"{args.rows} rows, tolerance {args.tolerance:g}, at most {args.max_seconds:g} s each, "
           f"{args.threads} thread(s)\n")
