@@ -54,6 +54,9 @@ CROSSING_SIGMAS = 3.0
 OVERSHOOT = 1.0
 # AIS weights resting on fewer effective chains than this share are called degenerate.
 DEGENERATE_SHARE = 0.1
+# A tempering estimate below the AIS levels is called wrong, not merely in doubt, when were it
+# right the levels would lie that far above it with probability below this (`overshoot_bound`).
+REFUTED_BELOW = 0.01
 
 
 @dataclass
@@ -503,7 +506,7 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
         reasons.append(f"the conservative side's standard error is "
                        f"{last['conservative_stderr']:.2f} nats (RAISE rows): use more rows")
     if cross_check is not None:
-        reasons += cross_check_reasons(last, cross_check)
+        reasons += cross_check_reasons(levels, cross_check)
     if reasons and out_of_time:
         budget = "the time budget" if out_of_time in (True, "time") else \
             "the largest number of temperatures allowed"
@@ -511,12 +514,32 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
     return reasons
 
 
-def cross_check_reasons(last: dict, check: dict) -> list[str]:
+def overshoot_bound(levels: list[dict], log_z: float) -> float | None:
+    """prod_k exp(-max(0, ln Z-hat_k - ``log_z``)) over the levels, Z-hat_k the level's AIS
+    estimates (its routes) averaged: were ``log_z`` the true ln Z, an upper bound on the chance
+    that every level lies as far above it as it does. Each Z-hat_k is unbiased, so
+    P(Z-hat_k >= e^a Z) <= e^-a (Markov), and the levels draw independent chains. None when the
+    levels hold no estimates of ln Z."""
+    excess = 0.0
+    for level in levels:
+        estimates = [run["log_z"] for run in level.get("ais", {}).values() if "log_z" in run]
+        if not estimates:
+            return None
+        top = max(estimates)
+        pooled = top + math.log(sum(math.exp(e - top) for e in estimates) / len(estimates))
+        excess += max(0.0, pooled - log_z)
+    return math.exp(-excess)
+
+
+def cross_check_reasons(levels: list[dict], check: dict) -> list[str]:
     """Where the tempering estimate ``check`` (``nll``, ``stderr``, ``passages``, optionally
-    ``bdmc``) contradicts the bracket of level ``last``: it is consistent, not a bound, so
-    outside the bracket beyond its noise it shows that one of the three estimators missed
-    mass. BDMC from its samples is an upper bound of the NLL when they are draws from the
-    model: below the optimistic side it shows they are not."""
+    ``log_z`` and ``bdmc``) contradicts the bracket of the last of ``levels``: it is
+    consistent, not a bound, so outside the bracket beyond its noise it shows that one of the
+    three estimators missed mass; below the optimistic side, `overshoot_bound` over every level
+    tells whether AIS could have overshot or tempering missed mass. BDMC from its samples is an
+    upper bound of the NLL when they are draws from the model: below the optimistic side it
+    shows they are not."""
+    last = levels[-1]
     nll, stderr = check["nll"], check["stderr"]
     estimate = f"the tempering estimate ({nll:.2f} +/- {stderr:.2f})"
     reasons = []
@@ -524,10 +547,19 @@ def cross_check_reasons(last: dict, check: dict) -> list[str]:
     if check.get("passages", check.get("round_trips", 1)) == 0:
         reasons.append(f"{estimate} never carried a state from the base to the model after its "
                        "burn-in: it checks nothing; use more sweeps or temperatures")
+    chance = None if "log_z" not in check else overshoot_bound(levels, check["log_z"])
     if nll < last["optimistic"] - crossing_noise(stderr):
-        reasons.append(f"{estimate} lies below the optimistic side ({last['optimistic']:.2f}) "
-                       "beyond its noise: either its chains missed mass that AIS found or the "
-                       "best of the AIS estimates overshot ln Z")
+        below = f"{estimate} lies below the optimistic side ({last['optimistic']:.2f}) beyond "
+        odds = ("" if chance is None else f"were it right, the AIS levels would lie this far "
+                f"above it with probability at most {chance:.2g} (Markov's inequality per "
+                "level)")
+        if chance is not None and chance < REFUTED_BELOW:
+            reasons.append(f"{below}its noise, and {odds}: its chains missed mass that AIS "
+                           "found")
+        else:
+            reasons.append(f"{below}its noise: either its chains missed mass that AIS found or "
+                           "the best of the AIS estimates overshot ln Z"
+                           + (f" ({odds})" if odds else ""))
     elif nll > last["conservative"] + CROSSING_SIGMAS * math.hypot(
             stderr, last["conservative_stderr"]):
         reasons.append(f"{estimate} lies above the conservative side "

@@ -220,6 +220,36 @@ def test_a_tempering_estimate_outside_the_bracket_is_named():
     assert any("after its burn-in" in reason for reason in stuck)
 
 
+def test_a_tempering_estimate_far_below_every_ais_level_is_called_wrong():
+    """Were tempering's ln Z the truth, each level's unbiased Z-hat would lie k nats above it
+    with probability at most e^-k, and independent levels multiply: e^-(sum of k). Below 0.01
+    the verdict says tempering missed mass; above, it says either may be at fault, with the
+    bound. A level's routes are averaged as Z-hats (not the largest taken)."""
+    from irbm.bracket import overshoot_bound
+    levels = [level(1000, 100.0, 100.8), level(2000, 100.1, 100.8), level(4000, 100.1, 100.8)]
+    for entry, log_z in zip(levels, (10.0, 10.5, 11.0)):
+        entry["ais"]["linear"]["log_z"] = log_z
+    assert overshoot_bound(levels, 5.0) == pytest.approx(math.exp(-(5.0 + 5.5 + 6.0)))
+    assert overshoot_bound(levels, 10.2) == pytest.approx(math.exp(-(0.3 + 0.8)))
+    assert overshoot_bound(levels, 12.0) == 1.0
+    wrong = verdict(levels, tolerance=1.0, out_of_time=False,
+                    cross_check={"nll": 95.0, "stderr": 0.1, "passages": 12, "log_z": 5.0})
+    assert any("with probability at most 6.8e-08 (Markov's inequality per level): its chains "
+               "missed mass that AIS found" in reason for reason in wrong), wrong
+    doubt = verdict(levels, tolerance=1.0, out_of_time=False,
+                    cross_check={"nll": 95.0, "stderr": 0.1, "passages": 12, "log_z": 10.2})
+    assert any("either its chains missed mass that AIS found or the best of the AIS estimates "
+               "overshot ln Z (were it right, the AIS levels would lie this far above it with "
+               "probability at most 0.33" in reason for reason in doubt), doubt
+    # Two routes of 10 and 12 pool to ln((e^10 + e^12) / 2), not 12.
+    levels[0]["ais"]["model base"] = {"log_z": 12.0}
+    levels[0]["ais"]["linear"]["log_z"] = 10.0
+    pooled = math.log((math.exp(10.0) + math.exp(12.0)) / 2)
+    assert overshoot_bound(levels[:1], 0.0) == pytest.approx(math.exp(-pooled))
+    # Levels stored without their estimates bound nothing.
+    assert overshoot_bound([level(1000, 100.0, 100.8)], 5.0) is None
+
+
 def test_the_optimistic_side_pools_the_runs_rather_than_taking_the_largest():
     """Runs weigh by chains x temperatures: 100 x 1000 at ln Z-hat 10 and 100 x 3000 at 12 pool
     to ln((e^10 + 3 e^12) / 4), never above the largest."""
