@@ -56,6 +56,10 @@ bash scripts/paper_epochs_rbm.sh rbm100
 bash scripts/paper_epochs_rbm.sh rbm500
 # Session 18: does parallel tempering's ln Z move with 4x the sweeps or 4x the temperatures?
 python scripts/tempering_bias.py --settings 64x2000 64x8000 256x2000
+for base in data model; do
+  python scripts/tempering_bias.py --model results/models/rbm100-adagrad-selected \
+      --settings 64x2000 --base "$base" --out results/caltech101_tempering_bias_rbm100
+done
 # The merged iRBM's models (raw at 4,000 and 4,250 epochs, averaged at 4,250) come from
 # scripts/irbm_rules.sh.
 # Session 18, on one NVIDIA H200 lent for 15 minutes: more temperatures than a CPU session

@@ -36,6 +36,8 @@ def main(argv=None):
     parser.add_argument("--settings", nargs="+", default=["64x2000", "64x8000", "256x2000"],
                         help="TEMPERATURESxSWEEPS, each run once")
     parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--base", choices=["data", "model"], default="data",
+                        help="the route's base (the path is linear)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("results/caltech101_tempering_bias"))
     args = parser.parse_args(argv)
@@ -54,21 +56,23 @@ def main(argv=None):
         raise SystemExit(f"{out_json} describes another model: move it away first")
     for temperatures, sweeps in settings:
         if any(row["n_temperatures"] == temperatures and row["n_sweeps"] == sweeps
-               for row in done):
+               and row.get("base", "data") == args.base for row in done):
             continue
         result = estimate_log_partition_tempering(
-            model, temperatures, sweeps, base="data", path="linear",
+            model, temperatures, sweeps, base=args.base, path="linear",
             data=torch.as_tensor(dataset.train), seed=args.seed, progress=False)
         done.append({"model": args.model.name, "model_sha256": source.sha256,
-                     "seed": args.seed, **result.summary()})
+                     "seed": args.seed, "base": args.base, **result.summary()})
         with atomic_write(out_json, "w") as handle:
             handle.write(json.dumps(done, indent=2) + "\n")
-        print(f"{temperatures} temperatures, {sweeps} sweeps: ln Z {result.log_z:.2f} "
+        print(f"{args.base} base, {temperatures} temperatures, {sweeps} sweeps: ln Z "
+              f"{result.log_z:.2f} "
               f"+/- {result.stderr:.2f}, {result.passages} passages, {result.seconds:.0f} s",
               flush=True)
-    lines = ["| temperatures | sweeps | ln Z | stderr | passages | lowest swap rate | seconds |",
-             "|---|---|---|---|---|---|---|"]
-    lines += [f"| {row['n_temperatures']} | {row['n_sweeps']} | {row['log_z']:.2f} | "
+    lines = ["| base | temperatures | sweeps | ln Z | stderr | passages | lowest swap rate | "
+             "seconds |", "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {row.get('base', 'data')} | {row['n_temperatures']} | {row['n_sweeps']} | "
+              f"{row['log_z']:.2f} | "
               f"{row['stderr']:.2f} | {row['passages']} | {row['min_swap_rate']:.2f} | "
               f"{row['seconds']:.0f} |" for row in done]
     with atomic_write(args.out.with_suffix(".md"), "w") as handle:
