@@ -56,6 +56,8 @@ bash scripts/paper_epochs_rbm.sh rbm100
 bash scripts/paper_epochs_rbm.sh rbm500
 # Session 18: does parallel tempering's ln Z move with 4x the sweeps or 4x the temperatures?
 python scripts/tempering_bias.py --settings 64x2000 64x8000 256x2000
+python scripts/tempering_bias.py --model results/models/irbm-merge-s2-e4250-average \
+    --settings 64x8000 --out results/caltech101_tempering_bias_irbm
 for base in data model; do
   python scripts/tempering_bias.py --model results/models/rbm100-adagrad-selected \
       --settings 64x2000 --base "$base" --out results/caltech101_tempering_bias_rbm100
