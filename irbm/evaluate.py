@@ -455,7 +455,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         holds, is the caller's to pass again). Level k's seed depends on k alone, and the
         row subset and pilots on ``seed``, so on the same device the continued bracket is the
         one an uninterrupted call would have made; elsewhere its new levels are independent
-        draws of the same estimators.
+        draws of the same estimators. A bracket a tempering check re-judged goes on as the
+        bracket it checked; a certified one is refused (an uninterrupted call stops there).
     tempering : dict or True, optional
         Also run the independent point estimate of `irbm.tempering` (True: its defaults, or a
         dict of its arguments) along the route of the optimistic side, after the levels; the
@@ -633,10 +634,11 @@ def _resumable(stored: dict, *, n_chains, n_rows, bases, paths, schedule, tolera
         if was != now:
             raise ValueError(f"the stored bracket ran with {name} {was}, this call with {now}: "
                              "a bracket continues with the settings it was started with")
-    if stored.get("cross_check") is not None:
-        raise ValueError("the stored bracket was cross-checked by tempering, which re-judged "
-                         "its levels; continue the bracket it checked, or start a new one")
     levels = copy.deepcopy(stored["levels"])
+    if stored.get("cross_check") is not None:
+        # Tempering re-judged the last level's conservative side alone: judged again without
+        # it, the levels are those of the bracket it checked (a new check may run at the end).
+        judge_conservative(levels)
     if not verdict(levels, tolerance=tolerance, out_of_time=False):
         raise ValueError(f"the stored bracket is certified at {levels[-1]['n_betas']} "
                          "temperatures: an uninterrupted call stops there, so there is nothing "

@@ -408,20 +408,16 @@ def _tempering(sweeps) -> dict:
 def _latest_bracket(run_dir, which, purpose: str) -> tuple[int, dict]:
     """(index in evaluation.json, record) of the latest bracket of the run's current model, of
     its ``which`` model ("best" or "latest") where it has one; ValueError when it has none.
-    To "continue", only a bracket tempering has not re-judged, of the latest model when
-    ``which`` is "latest" (asked for explicitly; "best" falls back to the latest model, as
-    evaluation does in a run without a best model)."""
+    To "continue", of the latest model when ``which`` is "latest" (asked for explicitly;
+    "best" falls back to the latest model, as evaluation does in a run without a best
+    model)."""
     run_dir = runs.require_run(run_dir)
     cache = {}
     records = [(index, record) for index, record in enumerate(runs.read_evaluations(run_dir))
                if "bracket" in record and runs.staleness(run_dir, record, cache) is None]
     hint = " (with --tempering to check it at once)" if purpose == "cross-check" else ""
-    if purpose == "continue":
-        records = [(index, record) for index, record in records
-                   if record["bracket"].get("cross_check") is None]
-        hint = " (a bracket cross-checked by --tempering cannot be continued)"
-        if which == "latest":
-            records = [pair for pair in records if pair[1].get("which", "latest") == "latest"]
+    if purpose == "continue" and which == "latest":
+        records = [pair for pair in records if pair[1].get("which", "latest") == "latest"]
     if not records:
         raise ValueError(f"{run_dir} has no bracket of its current model to {purpose}: run "
                          f"irbm evaluate RUN --bracket first{hint}")

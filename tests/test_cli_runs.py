@@ -373,9 +373,10 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
                  "--raise", "20", "--tolerance", "0.01", "--seed", "4", "--max-seconds",
                  "2", "--ais-path", "linear"]) == 0
     *_, stored = evaluations(run_dir)
-    # Tempering appends a re-judged copy: the bracket continued is the one it checked.
+    # Tempering appends a re-judged copy, the latest bracket: continued as the one it checked.
     assert main(["evaluate", str(run_dir), "--tempering", "8"]) == 0
-    assert evaluations(run_dir)[-1]["bracket"]["cross_check"] is not None
+    *_, checked = evaluations(run_dir)
+    assert checked["bracket"]["cross_check"] is not None
     before = snapshot(run_dir)
     for options, message in (
             (["--chains", "12"], "--chains 12: the stored bracket ran with 10"),
@@ -396,8 +397,9 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
         capsys.readouterr().out
     records = evaluations(run_dir)
     continued = records[-1]
-    assert records[continued["continues"]] == stored
+    assert records[continued["continues"]] == checked
     old, new = stored["bracket"], continued["bracket"]
+    assert new["cross_check"] is None  # no --tempering this time
     assert new["levels"][:len(old["levels"])] == old["levels"]
     assert new["resumed_levels"] == len(old["levels"]) < len(new["levels"])
     assert new["levels"][len(old["levels"])]["n_betas"] == 2 * old["levels"][-1]["n_betas"]

@@ -200,8 +200,8 @@ def test_a_continued_bracket_is_the_one_an_uninterrupted_call_makes(monkeypatch)
 
 
 def test_a_bracket_continues_only_with_its_own_settings(monkeypatch):
-    """Refused before any work: other settings, a next level past max_betas, a bracket that
-    tempering re-judged, and a certified one (an uninterrupted call stops there)."""
+    """Refused before any work: other settings, a next level past max_betas and a certified
+    bracket (an uninterrupted call stops there)."""
     model, _ = _model("rbm", {})
     rows, train = _data(4, 200, 0.5), _data(6, 300, 0.4)
     settings = dict(base_data=train, rows=40, tolerance=1e-6, seed=3, n_chains=16,
@@ -226,6 +226,27 @@ def test_a_bracket_continues_only_with_its_own_settings(monkeypatch):
             bracket_nll(model, rows, max_betas=200, resume=stored, **{**settings, **change})
     with pytest.raises(ValueError, match=r"next level \(100 temperatures\) passes max_betas"):
         bracket_nll(model, rows, max_betas=50, resume=stored, **settings)
-    with pytest.raises(ValueError, match="cross-checked by tempering"):
-        bracket_nll(model, rows, max_betas=200, resume={**stored, "cross_check": {"nll": 1.0}},
-                    **settings)
+
+
+def test_a_bracket_tempering_re_judged_continues_as_the_bracket_it_checked():
+    """A cross-check re-judges the last level's conservative side alone (`judge_conservative`
+    with the check): continuing, that level is judged again without it, so the stored
+    levels are the unchecked bracket's."""
+    import json
+
+    from irbm.bracket import judge_conservative
+    model, _ = _model("rbm", {})
+    rows, train = _data(4, 200, 0.5), _data(6, 300, 0.4)
+    settings = dict(base_data=train, rows=40, tolerance=1e-6, seed=3, n_chains=16,
+                    n_betas=25, bases=("data",))
+    plain = json.loads(json.dumps(bracket_nll(model, rows, max_betas=50, **settings).summary()))
+    checked = json.loads(json.dumps(plain))
+    # A tempering estimate far above RAISE refutes every route: no conservative side is left.
+    check = {"nll": plain["levels"][-1]["own_conservative"] + 50.0, "stderr": 0.1,
+             "passages": 10}
+    judge_conservative(checked["levels"], check)
+    checked["cross_check"] = check
+    assert checked["levels"][-1]["conservative"] == float("inf")
+    continued = bracket_nll(model, rows, max_betas=100, resume=checked, **settings)
+    assert _without_seconds(continued.levels[:2]) == _without_seconds(plain["levels"])
+    assert continued.cross_check is None and len(continued.levels) == 3
