@@ -54,6 +54,12 @@ train 50 500 mnist-orbm500 orbm mnist --n-hidden 500 --beta 1.01 --lr 0.03 --l1 
 # Table 2 at the paper's protocol: results/caltech101.md.
 bash scripts/paper_epochs_rbm.sh rbm100
 bash scripts/paper_epochs_rbm.sh rbm500
+# Session 18: two CPU brackets one doubling further (16,000 temperatures), continued.
+for model in mnist-orbm500-e500 irbm-authors-selected; do
+  grep -q '"resumed_levels"' "results/models/$model/evaluation.json" ||
+    irbm evaluate "results/models/$model" --latest --bracket --continue --max-seconds 1500 \
+        --threads 1
+done
 # Session 18: does parallel tempering's ln Z move with 4x the sweeps or 4x the temperatures?
 python scripts/tempering_bias.py --settings 64x2000 64x8000 256x2000
 python scripts/tempering_bias.py --model results/models/irbm-merge-s2-e4250-average \
