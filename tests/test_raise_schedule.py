@@ -80,19 +80,19 @@ def _data(seed, n, rate):
                       dtype=torch.float64).lt(rate).double()
 
 
-def _forward(model, kind, base, data, count):
-    """AIS's schedule in `bracket_nll` at seed 0: the forward pilot seeded 1."""
-    return betas_of_equal_length(*thermodynamic_length(model, base=base, path=kind, data=data,
-                                                       seed=1), count)
+def _forward(model, kind, base, data, counts):
+    """AIS's schedules in `bracket_nll` at seed 0, one per count: the forward pilot seeded 1."""
+    pilot = thermodynamic_length(model, base=base, path=kind, data=data, seed=1)
+    return [betas_of_equal_length(*pilot, count) for count in counts]
 
 
-def _reverse(model, kind, base, data, pilot, count):
-    """RAISE's schedule in `bracket_nll` at seed 0: the reverse pilot seeded 1, from
-    REVERSE_PILOT_ROWS rows of ``pilot`` picked by a permutation seeded 2."""
-    pick = torch.randperm(pilot.shape[0], generator=torch.Generator().manual_seed(2))
-    return betas_of_equal_length(*thermodynamic_length(
-        model, base=base, path=kind, data=data, seed=1,
-        reverse_from=pilot[pick[:evaluate.REVERSE_PILOT_ROWS]]), count)
+def _reverse(model, kind, base, data, rows, counts):
+    """RAISE's schedules in `bracket_nll` at seed 0, one per count: the reverse pilot seeded 1,
+    from REVERSE_PILOT_ROWS of ``rows`` picked by a permutation seeded 2."""
+    pick = torch.randperm(rows.shape[0], generator=torch.Generator().manual_seed(2))
+    pilot = thermodynamic_length(model, base=base, path=kind, data=data, seed=1,
+                                 reverse_from=rows[pick[:evaluate.REVERSE_PILOT_ROWS]])
+    return [betas_of_equal_length(*pilot, count) for count in counts]
 
 
 @pytest.mark.parametrize("family, options", FAMILIES)
@@ -111,12 +111,15 @@ def test_bracket_spaces_raise_by_its_own_pilot_and_contains_the_exact_nll(family
         (bracket.optimistic, exact, bracket.conservative)
     routes = [(kind, base) for kind in model.ais_paths for base in ("data", "model")]
     assert {key[1:] for key in seen} == set(routes)
+    forward_schedules = {}
     for kind, base in routes:
-        for level, count in enumerate((200, 400)):
+        forward_schedules[kind, base] = _forward(model, kind, base, train, (200, 400))
+        reverse_schedules = _reverse(model, kind, base, train, train, (200, 400))
+        for level in range(2):
             np.testing.assert_array_equal(seen["ais", kind, base][level],
-                                          _forward(model, kind, base, train, count))
+                                          forward_schedules[kind, base][level])
             np.testing.assert_array_equal(seen["raise", kind, base][level],
-                                          _reverse(model, kind, base, train, train, count))
+                                          reverse_schedules[level])
         assert not np.array_equal(seen["ais", kind, base][0], seen["raise", kind, base][0])
     # "tuned-forward": RAISE on AIS's forward schedule, as brackets were made before.
     seen.clear()
@@ -124,7 +127,7 @@ def test_bracket_spaces_raise_by_its_own_pilot_and_contains_the_exact_nll(family
                           n_chains=32, n_betas=200, max_betas=200, schedule="tuned-forward")
     assert forward.schedule == "tuned-forward"
     for kind, base in routes:
-        expected = _forward(model, kind, base, train, 200)
+        expected = forward_schedules[kind, base][0]
         np.testing.assert_array_equal(seen["ais", kind, base][0], expected)
         np.testing.assert_array_equal(seen["raise", kind, base][0], expected)
 
@@ -140,14 +143,14 @@ def test_raise_is_never_tuned_on_the_rows_it_bounds(monkeypatch):
     assert alone.schedule == "tuned-forward" and alone.bases == ("model",)
     for kind in model.ais_paths:
         np.testing.assert_array_equal(seen["raise", kind, "model"][0],
-                                      _forward(model, kind, "model", None, 200))
+                                      _forward(model, kind, "model", None, (200,))[0])
     seen.clear()
     given = bracket_nll(model, rows, base_data=None, pilot_data=train, rows=60, seed=0,
                         n_chains=32, n_betas=200, max_betas=200)
     assert given.schedule == "tuned"
     for kind in model.ais_paths:
         np.testing.assert_array_equal(seen["raise", kind, "model"][0],
-                                      _reverse(model, kind, "model", None, train, 200))
+                                      _reverse(model, kind, "model", None, train, (200,))[0])
 
 
 def test_a_schedule_outside_the_list_is_refused_before_work():
