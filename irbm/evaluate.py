@@ -625,9 +625,13 @@ def _resumable(stored: dict, *, n_chains, n_rows, bases, paths, schedule, tolera
     """(copies of the stored bracket's levels, the next level's temperatures, its seconds),
     or ValueError naming the setting that differs from the call continuing it."""
     stored_schedule = stored.get("schedule", "tuned-forward")  # see bracket_results
+    # Brackets stored before "bases" and "paths" were recorded ran the data base alone; their
+    # paths are the routes their levels name.
+    stored_paths = stored.get("paths") or tuple(dict.fromkeys(
+        route.split(", ")[0] for route in stored["levels"][0]["ais"]))
     settings = {"chains": (stored["n_chains"], n_chains), "rows": (stored["n_rows"], n_rows),
-                "bases": (tuple(stored.get("bases") or ()), tuple(bases)),
-                "paths": (tuple(stored.get("paths") or ()), tuple(paths)),
+                "bases": (tuple(stored.get("bases") or ("data",)), tuple(bases)),
+                "paths": (tuple(stored_paths), tuple(paths)),
                 "schedule": (stored_schedule, schedule),
                 "tolerance": (stored["tolerance"], tolerance)}
     for name, (was, now) in settings.items():

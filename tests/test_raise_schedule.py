@@ -253,3 +253,21 @@ def test_a_bracket_tempering_re_judged_continues_as_the_bracket_it_checked():
     continued = bracket_nll(model, rows, max_betas=100, resume=checked, **settings)
     assert _without_seconds(continued.levels[:2]) == _without_seconds(plain["levels"])
     assert continued.cross_check is None and len(continued.levels) == 3
+
+
+def test_a_bracket_stored_before_its_routes_were_recorded_continues():
+    """Brackets stored before "bases", "paths" and "schedule" were recorded ran the data base
+    alone, on the paths their levels name, with RAISE on AIS's schedule: continued so."""
+    model, _ = _model("irbm", {"beta": 1.05})
+    rows, train = _data(4, 200, 0.5), _data(6, 300, 0.4)
+    settings = dict(base_data=train, rows=40, tolerance=1e-6, seed=3, n_chains=16,
+                    n_betas=25, bases=("data",), schedule="tuned-forward")
+    old = bracket_nll(model, rows, max_betas=25, **settings).summary()
+    assert set(old["levels"][0]["ais"]) == set(model.ais_paths)
+    for key in ("bases", "paths", "schedule"):
+        del old[key]
+    continued = bracket_nll(model, rows, max_betas=50, resume=old, **settings)
+    assert [level["n_betas"] for level in continued.levels] == [25, 50]
+    with pytest.raises(ValueError, match=r"ran with paths \('pinned', 'linear'\), this call "
+                                         r"with \('linear',\)"):
+        bracket_nll(model, rows, max_betas=50, resume=old, **{**settings, "paths": ("linear",)})
