@@ -55,7 +55,7 @@ train 50 500 mnist-orbm500 orbm mnist --n-hidden 500 --beta 1.01 --lr 0.03 --l1 
 bash scripts/paper_epochs_rbm.sh rbm100
 bash scripts/paper_epochs_rbm.sh rbm500
 # Session 18: two CPU brackets one doubling further (16,000 temperatures), continued.
-for model in mnist-orbm500-e500 irbm-authors-selected; do
+for model in mnist-orbm500-e500 irbm-authors-selected irbm-l1e-3-e1000 irbm-merge-s2-e4000; do
   grep -q '"resumed_levels"' "results/models/$model/evaluation.json" ||
     irbm evaluate "results/models/$model" --latest --bracket --continue --max-seconds 1500 \
         --threads 1
