@@ -115,6 +115,8 @@ class Bracket:
     resumed_levels : int
         Levels taken from the stored bracket this one continued (0: none); ``seconds``
         includes theirs.
+    raise_repeats : int
+        Reverse chains per RAISE row (a stored bracket without it ran one).
     """
 
     optimistic: float
@@ -140,6 +142,7 @@ class Bracket:
     cross_check: dict | None = None
     schedule: str = "tuned"
     resumed_levels: int = 0
+    raise_repeats: int = 1
 
     @property
     def width(self) -> float:
@@ -158,7 +161,7 @@ class Bracket:
                 "paths": list(self.paths), "max_seconds": self.max_seconds,
                 "stopped_by": self.stopped_by, "cross_check": self.cross_check,
                 "schedule": self.schedule, "resumed_levels": self.resumed_levels,
-                "levels": self.levels}
+                "raise_repeats": self.raise_repeats, "levels": self.levels}
 
     def __str__(self) -> str:
         verdict = "certified" if self.certified else "NOT certified"

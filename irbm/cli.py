@@ -21,7 +21,7 @@ from .settings import GROUPS, SPECS, SettingSpec
 _ARGUMENT_TYPES = {int: int, float: float, str: str}
 # Counts checked once parsed, before any work or banner: {command: {dest: (option, minimum)}}.
 _COUNTS = {"evaluate": {"chains": ("--chains", 1), "betas": ("--betas", 2),
-                        "raise_rows": ("--raise", 0)},
+                        "raise_rows": ("--raise", 0), "raise_repeats": ("--raise-repeats", 1)},
            "sample": {"n": ("--n", 1), "steps": ("--steps", 0)},
            "sweep": {"workers": ("--workers", 1)}}
 
@@ -170,6 +170,11 @@ def build_parser() -> argparse.ArgumentParser:
                           help="also RAISE's conservative test NLL (an upper bound in "
                           "expectation), on the first ROWS test rows (default: all; with "
                           "--bracket: ROWS random test rows, default 300)")
+    evaluate.add_argument("--raise-repeats", type=int, default=None, metavar="CHAINS",
+                          help="with --bracket: reverse chains per RAISE row, averaged in "
+                          "probability (default 1); where RAISE stays high as temperatures "
+                          "double, the gap is each row's chain noise, and more chains per row "
+                          "close it")
     evaluate.add_argument("--bracket", action="store_true",
                           help="bracket the test NLL between AIS (optimistic) and RAISE "
                           "(conservative) on every annealing path from both bases (or the "
@@ -183,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--continue", dest="resume", action="store_true",
                           help="with --bracket: continue the latest bracket of the run's "
                           "current model from twice its last level's temperatures, with its "
-                          "chains, rows, seed, routes and schedule, and its --max-seconds "
+                          "chains, rows, RAISE repeats, seed, routes and schedule, and its --max-seconds "
                           "unless given (a new record; on the same device the bracket an "
                           "uninterrupted run would have made)")
     evaluate.add_argument("--schedule", choices=SCHEDULES, default=None,

@@ -261,7 +261,8 @@ def _callbacks(settings, out, train, valid, record, echo) -> list:
 
 # ---------------------------------------------------------------------------- evaluate
 def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, seed=None,
-                 which="best", raise_rows=None, bracket=False, tolerance=None,
+                 which="best", raise_rows=None, raise_repeats=None, bracket=False,
+                 tolerance=None,
                  max_seconds=None, tempering_sweeps=None, schedule=None, resume=False,
                  data_dir=None, device=None, progress=True, echo=None) -> dict:
     """AIS estimate of log Z for the run's model and its NLL on every split, with the AIS
@@ -296,19 +297,24 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
         raise ValueError(f"--schedule {schedule} spaces the temperatures of --bracket; add "
                          "--bracket, or leave --schedule out")
     continued = None
+    if raise_repeats is not None and not bracket:
+        raise ValueError(f"--raise-repeats {raise_repeats} sets the reverse chains per row of "
+                         "--bracket; add --bracket, or leave --raise-repeats out")
     if resume:
         if not bracket:
             raise ValueError("--continue continues a stored bracket: add --bracket")
         continued, stored = _latest_bracket(run_dir, which, "continue")
-        (n_chains, raise_rows, seed, tolerance, base, path, schedule,
+        (n_chains, raise_rows, raise_repeats, seed, tolerance, base, path, schedule,
          stored_budget) = _continued_settings(
-            stored, n_chains=n_chains, n_betas=n_betas, raise_rows=raise_rows, seed=seed,
+            stored, n_chains=n_chains, n_betas=n_betas, raise_rows=raise_rows,
+            raise_repeats=raise_repeats, seed=seed,
             tolerance=tolerance, base=base, path=path, schedule=schedule)
         max_seconds = stored_budget if max_seconds is None else max_seconds
         which = stored.get("which", "latest")
     n_chains = 1000 if n_chains is None else n_chains
     seed = 0 if seed is None else seed
     tolerance = 1.0 if tolerance is None else tolerance
+    raise_repeats = 1 if raise_repeats is None else raise_repeats
     if tempering_sweeps is not None and not bracket:
         return cross_check_run(run_dir, tempering_sweeps, which=which, data_dir=data_dir,
                                device=device, progress=progress, echo=echo, path=path,
@@ -327,6 +333,7 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
     if bracket:
         interval = _bracket_test(model, dataset, n_chains=n_chains, n_betas=n_betas, base=base,
                                  path=path, seed=seed, rows=raise_rows or None,
+                                 raise_repeats=raise_repeats,
                                  tolerance=tolerance, max_seconds=max_seconds, say=say,
                                  tempering=tempering_sweeps and _tempering(tempering_sweeps),
                                  schedule=schedule or "tuned",
@@ -425,17 +432,20 @@ def _latest_bracket(run_dir, which, purpose: str) -> tuple[int, dict]:
 
 
 def _continued_settings(record, **given) -> tuple:
-    """(n_chains, raise_rows, seed, tolerance, base, path, schedule) of the stored bracket
+    """(n_chains, raise_rows, raise_repeats, seed, tolerance, base, path, schedule,
+    max_seconds) of the stored bracket
     ``record``; ValueError naming the first option ``given`` (not None) that differs."""
     bracket = record["bracket"]
     bases, paths = bracket.get("bases") or [record.get("base", "data")], bracket.get("paths")
     stored = {"n_chains": bracket["n_chains"], "raise_rows": bracket["n_rows"],
+              "raise_repeats": bracket.get("raise_repeats", 1),
               "max_seconds": bracket.get("max_seconds"),
               "seed": record.get("seed") or 0, "tolerance": bracket["tolerance"],
               "base": bases[0] if len(bases) == 1 else None,
               "path": paths[0] if paths and len(paths) == 1 else None,
               "schedule": bracket.get("schedule", "tuned-forward")}
-    options = {"n_chains": "--chains", "raise_rows": "--raise", "seed": "--seed",
+    options = {"n_chains": "--chains", "raise_rows": "--raise",
+               "raise_repeats": "--raise-repeats", "seed": "--seed",
                "tolerance": "--tolerance", "base": "--base", "path": "--ais-path",
                "schedule": "--schedule"}
     every = {"base": "both bases", "path": "every annealing path"}
@@ -488,7 +498,8 @@ def cross_check_run(run_dir, sweeps: int, *, which=None, data_dir=None, device=N
 
 
 def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, tolerance,
-                  max_seconds, say, tempering=None, schedule="tuned", resume=None):
+                  max_seconds, say, raise_repeats=1, tempering=None, schedule="tuned",
+                  resume=None):
     """`bracket_nll` of the test set, with the run's base data, echoing each level."""
     if dataset.test is None or not len(dataset.test):
         raise ValueError("--bracket brackets the test NLL, and this run's data has no test rows")
@@ -497,8 +508,9 @@ def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, 
         + (f"; continuing {len(resume['levels'])} stored levels" if resume else "") + ")")
     interval = bracket_nll(model, torch.as_tensor(dataset.test),
                            base_data=None if base == "model" else torch.as_tensor(dataset.train),
-                           rows=rows, tolerance=tolerance, max_seconds=max_seconds, seed=seed,
-                           n_chains=n_chains, n_betas=n_betas or 1000,
+                           rows=rows, raise_repeats=raise_repeats, tolerance=tolerance,
+                           max_seconds=max_seconds, seed=seed, n_chains=n_chains,
+                           n_betas=n_betas or 1000,
                            paths=None if path is None else (path,),
                            bases=None if base is None else (base,), tempering=tempering,
                            schedule=schedule, pilot_data=torch.as_tensor(dataset.train),

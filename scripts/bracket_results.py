@@ -69,7 +69,9 @@ def evaluate_command(model_dir: Path, bracket: dict, record: dict,
     return (f"irbm evaluate {shlex.quote(str(model_dir))}"
             + (" --latest" if record.get("which", "latest") == "latest" else "")
             + f" --bracket --chains {bracket['n_chains']} --raise {bracket['n_rows']} "
-            f"--tolerance {bracket['tolerance']:g} --seed {record.get('seed', 0)}"
+            + (f"--raise-repeats {bracket['raise_repeats']} "
+               if bracket.get("raise_repeats", 1) != 1 else "")
+            + f"--tolerance {bracket['tolerance']:g} --seed {record.get('seed', 0)}"
             + (f" --max-seconds {budget:g}" if budget else "")
             + (f" --betas {first}" if first != FIRST_LEVEL_BETAS else "")
             + (f" --base {bases[0]}" if len(bases) == 1 else "")

@@ -383,12 +383,17 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
             (["--seed", "5"], "--seed 5: the stored bracket ran with 4"),
             (["--betas", "400"], "--betas: a continued bracket doubles the temperatures"),
             (["--ais-path", "pinned"], "--ais-path pinned: the stored bracket ran with linear"),
+            (["--raise-repeats", "2"], "--raise-repeats 2: the stored bracket ran with 1"),
             (["--base", "model"], "--base model: the stored bracket ran with both bases")):
         refusal = run_cli("evaluate", run_dir, "--bracket", "--continue", *options)
         assert refusal.code != 0 and message in refusal.err, refusal.err
     refusal = run_cli("evaluate", run_dir, "--continue")
     assert refusal.code != 0 and "--continue continues a stored bracket: add --bracket" in \
         refusal.err
+    refusal = run_cli("evaluate", run_dir, "--raise-repeats", "4")
+    assert refusal.code != 0 and "sets the reverse chains per row of --bracket" in refusal.err
+    refusal = run_cli("evaluate", run_dir, "--bracket", "--raise-repeats", "0")
+    assert refusal.code != 0 and "--raise-repeats" in refusal.err, refusal.err
     assert snapshot(run_dir) == before
     capsys.readouterr()
     assert main(["evaluate", str(run_dir), "--bracket", "--continue", "--seed", "4",

@@ -435,3 +435,20 @@ def test_a_bracket_names_the_device_it_ran_on(monkeypatch):
     later["bracket"]["cross_check"] = {"n_sweeps": 30}  # checked as it was continued
     assert script.evaluate_command(Path("m"), later["bracket"], later, [first, later]) \
         == command + " --tempering 30"
+
+
+def test_a_bracket_names_its_reverse_chains_per_row(monkeypatch):
+    """A bracket whose RAISE ran several chains per row is re-derived with --raise-repeats;
+    one with a chain per row, or stored before repeats were recorded, needs no option."""
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    spec = importlib.util.spec_from_file_location("bracket_results",
+                                                  SCRIPT.parent / "bracket_results.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    bracket = {"n_chains": 8000, "n_rows": 500, "tolerance": 1.0, "schedule": "tuned",
+               "levels": [{"n_betas": 32000}]}
+    command = script.evaluate_command(Path("m"), {**bracket, "raise_repeats": 4}, {})
+    args = irbm.cli.build_parser().parse_args(shlex.split(command)[1:])
+    assert (args.raise_rows, args.raise_repeats, args.chains) == (500, 4, 8000)
+    for stored in ({**bracket, "raise_repeats": 1}, bracket):
+        assert "--raise-repeats" not in script.evaluate_command(Path("m"), stored, {})
