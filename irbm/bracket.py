@@ -508,6 +508,13 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
             last["conservative_stderr"] > tolerance / 4:
         reasons.append(f"the conservative side's standard error is "
                        f"{last['conservative_stderr']:.2f} nats (RAISE rows): use more rows")
+    gap = last.get("raise", {}).get(last.get("raise_path"), {}).get("repeat_gap")
+    if gap is not None and gap > MOVEMENT:
+        # Jensen's gap of each row's mean of R weights, which more temperatures close only as
+        # fast as the reverse chains mix (`irbm.evaluate.repeat_gap`).
+        reasons.append(f"the conservative side is suspect: halving RAISE's reverse chains per "
+                       f"row would raise its NLL by {gap:.2f} nats, about the gap that remains "
+                       "for want of chains: use more --raise-repeats")
     if cross_check is not None:
         reasons += cross_check_reasons(levels, cross_check)
     if reasons and out_of_time:

@@ -397,3 +397,20 @@ def test_a_lagging_route_still_rising_within_reach_of_the_pool_is_flagged():
     assert any("AIS along linear, model base rose by 2.60" in reason for reason in reasons)
     second["ais"]["linear, model base"]["log_z"] = 47.5  # +0.5: no reach of the pool
     assert rising_routes([first, second]) == []
+
+
+def test_a_conservative_side_short_of_reverse_chains_per_row_is_named():
+    """With several reverse chains per row, the last level's RAISE route carries the gap that
+    halving them would add (`irbm.evaluate.repeat_gap`): above 0.2 nat it withholds
+    certification and names --raise-repeats; below, or with one chain per row, it does not."""
+    def with_gap(gap):
+        last = level(2000, 100.1, 100.8)
+        last["raise_path"] = "linear"
+        last["raise"] = {"linear": {"whole": 100.8, "stderr": 0.05, "repeat_gap": gap}}
+        return [level(1000, 100.0, 100.9), last]
+
+    reasons = verdict(with_gap(0.35), tolerance=1.0, out_of_time=False)
+    assert len(reasons) == 1 and "would raise its NLL by 0.35 nats" in reasons[0] and \
+        "--raise-repeats" in reasons[0]
+    for gap in (0.15, None):
+        assert verdict(with_gap(gap), tolerance=1.0, out_of_time=False) == []

@@ -199,3 +199,27 @@ def test_irbm_evaluate_records_a_floor_below_the_exact_log_partition_and_flags_a
         assert flagged == (record["log_z_floor"] > record["log_z"]), n_betas
         if n_betas == 2:
             assert flagged  # 2 temperatures: ln Z-hat is nearly the base's, far too low
+
+
+def test_repeat_gap_estimates_the_jensen_gap_left_by_r_chains_per_row():
+    """ln of a mean of R log-normal weights falls below ln E w (the Jensen gap); `repeat_gap`,
+    from the R weights alone, finds the gap a Monte Carlo average of 40,000 rows shows: within
+    25% at sigma 1 (where the first-order sigma^2 / 2R says 0.031 for 0.046), and an
+    underestimate, though by less than half, at sigma 2 (heavy tails). It is 0 for equal
+    weights and None for one chain per row."""
+    generator = torch.Generator().manual_seed(0)
+    n_rows, n_repeats = 40000, 16
+    for sigma in (1.0, 2.0):
+        per_chain = sigma * torch.randn(n_rows, n_repeats, generator=generator,
+                                        dtype=torch.float64)
+        true_gap = sigma**2 / 2 - float((torch.logsumexp(per_chain, 1)
+                                         - math.log(n_repeats)).mean())  # ln E w - E ln mean
+        estimate = evaluate.repeat_gap(per_chain)
+        if sigma == 1.0:
+            assert 0.035 < true_gap < 0.06
+            assert estimate == pytest.approx(true_gap, rel=0.25)
+        else:
+            assert 0.5 * true_gap < estimate < true_gap
+    assert evaluate.repeat_gap(torch.full((5, 4), -3.0, dtype=torch.float64)) == \
+        pytest.approx(0.0, abs=1e-12)
+    assert evaluate.repeat_gap(per_chain[:, :1]) is None
