@@ -188,9 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--continue", dest="resume", action="store_true",
                           help="with --bracket: continue the latest bracket of the run's "
                           "current model from twice its last level's temperatures, with its "
-                          "chains, rows, RAISE repeats, seed, routes and schedule, and its --max-seconds "
-                          "unless given (a new record; on the same device the bracket an "
-                          "uninterrupted run would have made)")
+                          "chains, rows, RAISE repeats, seed, routes and schedule, and its "
+                          "--max-seconds unless given (a new record; on the same device the "
+                          "bracket an uninterrupted run would have made)")
     evaluate.add_argument("--schedule", choices=SCHEDULES, default=None,
                           help="--bracket's temperatures: 'tuned' (equal thermodynamic length "
                           "from pilot runs: a forward one for AIS, a reverse one from training "

@@ -432,12 +432,12 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     """[optimistic, conservative] around mean_n -ln p(v_n) for ``data`` (N, n_visible).
 
     Runs AIS (``n_chains`` chains) and RAISE (``raise_repeats`` reverse chains per row of a
-    random subset of ``rows``) on every annealing path in ``paths`` from every base in ``bases``, doubling
-    the temperatures from ``n_betas`` until the bracket is at most ``tolerance`` nats wide and
-    neither side moved by more than 0.2 nat (or two standard errors) at the last doubling,
-    or until the next doubling
-    would pass ``max_seconds`` (predicted from the last level, which it costs twice) or
-    ``max_betas``. See `irbm.bracket` for the two sides and the certification rules.
+    random subset of ``rows``) on every annealing path in ``paths`` from every base in
+    ``bases``, doubling the temperatures from ``n_betas`` until the bracket is at most
+    ``tolerance`` nats wide and neither side moved by more than 0.2 nat (or two standard
+    errors) at the last doubling, or until the next doubling would pass ``max_seconds``
+    (predicted from the last level, which it costs twice) or ``max_betas``. See
+    `irbm.bracket` for the two sides and the certification rules.
 
     Parameters
     ----------

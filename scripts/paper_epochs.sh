@@ -84,6 +84,23 @@ if command -v nvidia-smi >/dev/null && ! grep -q '"seed": 12' \
   OUT=/tmp/gpu BUDGET=290 bash scripts/gpu_brackets.sh \
     "$(gpu irbm-merge-s2-e4250-average 12 128000)" "$(gpu rbm500-adagrad-selected 12 256000)"
 fi
+# Session 19, on one NVIDIA H200 lent for 15 minutes: RAISE with several reverse chains per row
+# (--raise-repeats), AIS with 8,000 chains on the two models the paper's claim rests on; then
+# the RBM-500 and the iRBM continued one doubling, and the RBM-2000 one level and one doubling.
+if command -v nvidia-smi >/dev/null && ! grep -q '"raise_repeats": 4' \
+    results/models/rbm500-adagrad-selected/evaluation.json; then
+  repeats() { echo "results/models/$1 --latest --bracket --chains $2 --raise $3 --raise-repeats $4" \
+    "--seed 13 --betas $5 --ais-path linear --base data"; }
+  OUT=/tmp/gpu BUDGET=400 bash scripts/gpu_brackets.sh "$(repeats rbm500-adagrad-selected 8000 500 4 32000)" \
+    "$(repeats irbm-merge-s2-e4250-average 8000 500 4 32000)" \
+    "$(repeats rbm100-adagrad-selected 2000 1000 8 32000)"
+  OUT=/tmp/gpu BUDGET=410 bash scripts/gpu_brackets.sh \
+    "results/models/rbm500-adagrad-selected --latest --bracket --continue" \
+    "results/models/irbm-merge-s2-e4250-average --latest --bracket --continue"
+  OUT=/tmp/gpu BUDGET=90 bash scripts/gpu_brackets.sh "$(repeats rbm2000-adagrad-e2000 2000 1000 8 16000)"
+  OUT=/tmp/gpu BUDGET=75 bash scripts/gpu_brackets.sh \
+    "results/models/rbm2000-adagrad-e2000 --latest --bracket --continue"
+fi
 python scripts/bracket_results.py \
     results/models/{rbm100-adagrad-selected,rbm500-adagrad-selected,rbm2000-adagrad-e2000} \
     results/models/{orbm500-l1e-3-e5000,irbm-authors-selected} \
