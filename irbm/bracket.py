@@ -45,6 +45,12 @@ import torch
 # `irbm.evaluate.bracket_nll`'s temperature schedules (its ``schedule``).
 SCHEDULES = ("tuned", "tuned-forward", "uniform")
 
+# `irbm evaluate --bracket`'s reverse chains per RAISE row (`bracket_nll`'s raise_repeats):
+# on trained CalTech101 models at 2,000-4,000 temperatures, 8-16 chains per row lowered RAISE's
+# NLL by 1.8-3.2 nats, more than three doublings of the temperatures (results/README.md), for
+# about 1.7 times a level's time at 4; and two or more give the gap left (`repeat_gap`).
+RAISE_REPEATS = 4
+
 # A side still moving by more than this at the last doubling is not converged (nats).
 MOVEMENT = 0.2
 # Sides crossing by more than this many standard errors (plus the bounds' slack) mean a defect.

@@ -14,7 +14,7 @@ import re
 import sys
 
 from . import commands
-from .bracket import SCHEDULES
+from .bracket import RAISE_REPEATS, SCHEDULES
 from .models import FAMILIES
 from .settings import GROUPS, SPECS, SettingSpec
 
@@ -172,9 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "--bracket: ROWS random test rows, default 300)")
     evaluate.add_argument("--raise-repeats", type=int, default=None, metavar="CHAINS",
                           help="with --bracket: reverse chains per RAISE row, averaged in "
-                          "probability (default 1); where RAISE stays high as temperatures "
-                          "double, the gap is each row's chain noise, and more chains per row "
-                          "close it")
+                          f"probability (default {RAISE_REPEATS}); one chain's ln p-hat "
+                          "falls below ln p by about half its variance, a gap that more "
+                          "chains per row close and each level measures")
     evaluate.add_argument("--bracket", action="store_true",
                           help="bracket the test NLL between AIS (optimistic) and RAISE "
                           "(conservative) on every annealing path from both bases (or the "

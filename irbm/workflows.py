@@ -20,7 +20,7 @@ from . import checkpoint as ckpt
 from . import runs
 from ._io import atomic_write
 from .ais import estimate_log_partition
-from .bracket import level_estimates, pool_estimates, rejudge
+from .bracket import RAISE_REPEATS, level_estimates, pool_estimates, rejudge
 from .datasets import ALIASES, LOADERS, load_dataset
 from .evaluate import (
     bracket_nll,
@@ -314,7 +314,7 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
     n_chains = 1000 if n_chains is None else n_chains
     seed = 0 if seed is None else seed
     tolerance = 1.0 if tolerance is None else tolerance
-    raise_repeats = 1 if raise_repeats is None else raise_repeats
+    raise_repeats = RAISE_REPEATS if raise_repeats is None else raise_repeats
     if tempering_sweeps is not None and not bracket:
         return cross_check_run(run_dir, tempering_sweeps, which=which, data_dir=data_dir,
                                device=device, progress=progress, echo=echo, path=path,

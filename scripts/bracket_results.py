@@ -25,7 +25,7 @@ from paper_results import PAPER, command_of
 
 from irbm import runs, workflows
 from irbm._threads import apply_threads
-from irbm.bracket import rejudge
+from irbm.bracket import RAISE_REPEATS, rejudge
 from irbm.evaluate import bracket_nll
 
 SELECTION_FILE = "selection.json"  # scripts/record_selection.py
@@ -69,8 +69,9 @@ def evaluate_command(model_dir: Path, bracket: dict, record: dict,
     return (f"irbm evaluate {shlex.quote(str(model_dir))}"
             + (" --latest" if record.get("which", "latest") == "latest" else "")
             + f" --bracket --chains {bracket['n_chains']} --raise {bracket['n_rows']} "
-            + (f"--raise-repeats {bracket['raise_repeats']} "
-               if bracket.get("raise_repeats", 1) != 1 else "")
+            # Brackets stored before repeats were recorded ran one reverse chain per row.
+            + (f"--raise-repeats {bracket.get('raise_repeats', 1)} "
+               if bracket.get("raise_repeats", 1) != RAISE_REPEATS else "")
             + f"--tolerance {bracket['tolerance']:g} --seed {record.get('seed', 0)}"
             + (f" --max-seconds {budget:g}" if budget else "")
             + (f" --betas {first}" if first != FIRST_LEVEL_BETAS else "")
@@ -207,6 +208,8 @@ def main(argv=None) -> int:
                         help="bracket models that have no bracket of their current parameters")
     parser.add_argument("--chains", type=int, default=300)
     parser.add_argument("--rows", type=int, default=300)
+    parser.add_argument("--raise-repeats", type=int, default=None,
+                        help="reverse chains per RAISE row (default: irbm evaluate's)")
     parser.add_argument("--max-seconds", type=float, default=3600.0)
     parser.add_argument("--tolerance", type=float, default=1.0)
     parser.add_argument("--tempering", type=int, default=None, metavar="SWEEPS",
@@ -221,9 +224,9 @@ def main(argv=None) -> int:
         if args.evaluate and latest_bracket(model_dir) is None:
             print(f"bracketing {model_dir}", flush=True)
             workflows.evaluate_run(model_dir, n_chains=args.chains, which="latest",
-                                   raise_rows=args.rows, bracket=True,
-                                   tolerance=args.tolerance, max_seconds=args.max_seconds,
-                                   tempering_sweeps=args.tempering,
+                                   raise_rows=args.rows, raise_repeats=args.raise_repeats,
+                                   bracket=True, tolerance=args.tolerance,
+                                   max_seconds=args.max_seconds, tempering_sweeps=args.tempering,
                                    data_dir=args.data_dir, progress=False,
                                    echo=lambda line: print(line, flush=True))
         latest = latest_bracket(model_dir)

@@ -19,7 +19,7 @@ for run in irbm-l1e-3 rbm500-adagrad orbm500-l1e-3 rbm100-adagrad; do
 done
 bracket() {  # model, AIS chains per path: bracketed once, in the model's evaluation.json
   python scripts/bracket_results.py "results/models/$1" --out "/tmp/$1" --evaluate --chains "$2" \
-      --rows 300 --max-seconds 1500
+      --rows 300 --raise-repeats 1 --max-seconds 1500
 }
 bracket rbm100-adagrad-e1000 1000
 bracket rbm500-adagrad-e1000 1000

@@ -40,6 +40,7 @@ train rules/irbm-merge-s2 --last-batch merge --seed 2
     results/models/irbm-merge-s2-e1000
 [[ -f results/models/irbm-merge-s2-e1000/evaluation.json ]] ||
   irbm evaluate results/models/irbm-merge-s2-e1000 --latest --bracket --chains 500 --raise 300 \
+      --raise-repeats 1 \
       --tolerance 1 --seed 0 --max-seconds 1200 --threads 1
 # Biases free of L1 (--regularization weights): it never shrinks, stopped at 300 epochs.
 EVERY=50 EPOCHS=300 bash scripts/train_snapshots.sh "$RUNS/rules/irbm-weights-s1234" irbm \
@@ -67,6 +68,7 @@ EVERY=250 EPOCHS=4000 bash scripts/train_snapshots.sh "$RUNS/rules/irbm-merge-s2
     results/models/irbm-merge-s2-e4000
 [[ -f results/models/irbm-merge-s2-e4000/evaluation.json ]] ||
   irbm evaluate results/models/irbm-merge-s2-e4000 --latest --bracket --chains 500 --raise 300 \
+      --raise-repeats 1 \
       --tolerance 1 --seed 0 --max-seconds 2400 --threads 1
 # A running average of the parameters (--average 320, about 5 epochs of updates; session 16):
 # (a) from the start, seed 1234, whose merged run spiked at epoch 500 (training never uses the
@@ -94,6 +96,7 @@ for model in irbm-merge-s2-e4250 irbm-merge-s2-e4250-average; do
   fi
   [[ -f results/models/$model/evaluation.json ]] ||
     irbm evaluate "results/models/$model" --latest --bracket --chains 500 --raise 300 \
+      --raise-repeats 1 \
         --tolerance 1 --seed 0 --max-seconds 2400 --threads 1
 done
 python scripts/trajectory_figure.py \
@@ -139,5 +142,5 @@ if [[ ! -d results/models/irbm-average-s1234-selected ]]; then
 fi
 [[ -f results/models/irbm-average-s1234-selected/evaluation.json ]] ||
   irbm evaluate results/models/irbm-average-s1234-selected --latest --bracket --chains 500 \
-      --raise 300 --tolerance 1 --seed 0 --max-seconds 1200 --betas 4000 --ais-path linear \
+      --raise 300 --raise-repeats 1 --tolerance 1 --seed 0 --max-seconds 1200 --betas 4000 --ais-path linear \
       --threads 2

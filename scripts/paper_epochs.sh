@@ -35,14 +35,14 @@ copy "$RUNS/orbm500-l1e-3/snapshots/5000" orbm500-l1e-3-e5000
 copy "$RUNS/rbm2000-adagrad-philox/snapshots/2000" rbm2000-adagrad-e2000
 bracket() {  # model, AIS chains per path, tempering sweeps of the cross-check
   python scripts/bracket_results.py "results/models/$1" --out "/tmp/$1" --evaluate --chains "$2" \
-      --rows 300 --max-seconds 1500 --tempering "$3"
+      --rows 300 --raise-repeats 1 --max-seconds 1500 --tempering "$3"
 }
 bracket orbm500-l1e-3-e5000 1000 2000
 # Session 15: one more doubling for the oRBM-500 (16,000 and 32,000 temperatures, seed 2), run
 # once: a finished bracket is kept, never rerun for a better draw.
 grep -q '"n_betas": 32000' results/models/orbm500-l1e-3-e5000/evaluation.json ||
   irbm evaluate results/models/orbm500-l1e-3-e5000 --latest --bracket --chains 1000 --raise 300 \
-      --tolerance 1 --seed 2 --betas 16000 --max-seconds 6500 --threads 1
+      --raise-repeats 1 --tolerance 1 --seed 2 --betas 16000 --max-seconds 6500 --threads 1
 bracket irbm-authors-selected 500 2000
 bracket rbm2000-adagrad-e2000 1000 1000
 python scripts/bracket_results.py \
@@ -60,6 +60,7 @@ for model in mnist-orbm500-e500 irbm-authors-selected irbm-l1e-3-e1000 irbm-merg
     irbm evaluate "results/models/$model" --latest --bracket --continue --max-seconds 1500 \
         --threads 1
 done
+python scripts/bracket_results.py results/models/mnist-orbm500-e500 --out results/mnist_brackets
 # Session 18: does parallel tempering's ln Z move with 4x the sweeps or 4x the temperatures?
 python scripts/tempering_bias.py --settings 64x2000 64x8000 256x2000
 python scripts/tempering_bias.py --model results/models/irbm-merge-s2-e4250-average \
@@ -76,7 +77,8 @@ done
 # scripts/gpu_brackets.sh and were appended to the committed files; each names its device.
 if command -v nvidia-smi >/dev/null && ! grep -q '"seed": 12' \
     results/models/rbm500-adagrad-selected/evaluation.json; then
-  gpu() { echo "results/models/$1 --latest --bracket --chains 2000 --raise 1000 --seed $2" \
+  gpu() { echo "results/models/$1 --latest --bracket --chains 2000 --raise 1000 --raise-repeats 1" \
+    "--seed $2" \
     "--betas $3 --ais-path linear --base data"; }
   OUT=/tmp/gpu BUDGET=470 bash scripts/gpu_brackets.sh "$(gpu irbm-merge-s2-e4250-average 11 16000)" \
     "$(gpu rbm500-adagrad-selected 11 16000)" "$(gpu rbm2000-adagrad-e2000 11 16000)" \

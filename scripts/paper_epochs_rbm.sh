@@ -33,4 +33,4 @@ if [[ ! -d results/models/$model ]]; then  # the model's files, not the evaluati
 fi
 python scripts/record_selection.py "results/caltech101_$1_selection.json" "results/models/$model"
 python scripts/bracket_results.py "results/models/$model" --out "/tmp/$model" --evaluate \
-    --chains 1000 --rows 300 --max-seconds 2400 --tempering 2000
+    --chains 1000 --rows 300 --raise-repeats 1 --max-seconds 2400 --tempering 2000

@@ -383,7 +383,7 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
             (["--seed", "5"], "--seed 5: the stored bracket ran with 4"),
             (["--betas", "400"], "--betas: a continued bracket doubles the temperatures"),
             (["--ais-path", "pinned"], "--ais-path pinned: the stored bracket ran with linear"),
-            (["--raise-repeats", "2"], "--raise-repeats 2: the stored bracket ran with 1"),
+            (["--raise-repeats", "2"], "--raise-repeats 2: the stored bracket ran with 4"),
             (["--base", "model"], "--base model: the stored bracket ran with both bases")):
         refusal = run_cli("evaluate", run_dir, "--bracket", "--continue", *options)
         assert refusal.code != 0 and message in refusal.err, refusal.err

@@ -438,8 +438,10 @@ def test_a_bracket_names_the_device_it_ran_on(monkeypatch):
 
 
 def test_a_bracket_names_its_reverse_chains_per_row(monkeypatch):
-    """A bracket whose RAISE ran several chains per row is re-derived with --raise-repeats;
-    one with a chain per row, or stored before repeats were recorded, needs no option."""
+    """A bracket whose RAISE ran other than the default chains per row is re-derived with
+    --raise-repeats, one stored before repeats were recorded with one chain per row; one at
+    the default needs no option."""
+    from irbm.bracket import RAISE_REPEATS
     monkeypatch.syspath_prepend(str(SCRIPT.parent))
     spec = importlib.util.spec_from_file_location("bracket_results",
                                                   SCRIPT.parent / "bracket_results.py")
@@ -447,8 +449,12 @@ def test_a_bracket_names_its_reverse_chains_per_row(monkeypatch):
     spec.loader.exec_module(script)
     bracket = {"n_chains": 8000, "n_rows": 500, "tolerance": 1.0, "schedule": "tuned",
                "levels": [{"n_betas": 32000}]}
-    command = script.evaluate_command(Path("m"), {**bracket, "raise_repeats": 4}, {})
-    args = irbm.cli.build_parser().parse_args(shlex.split(command)[1:])
-    assert (args.raise_rows, args.raise_repeats, args.chains) == (500, 4, 8000)
-    for stored in ({**bracket, "raise_repeats": 1}, bracket):
-        assert "--raise-repeats" not in script.evaluate_command(Path("m"), stored, {})
+    parser = irbm.cli.build_parser()
+    for stored, repeats in (({**bracket, "raise_repeats": 8}, 8), (bracket, 1),
+                            ({**bracket, "raise_repeats": 1}, 1)):
+        command = script.evaluate_command(Path("m"), stored, {})
+        args = parser.parse_args(shlex.split(command)[1:])
+        assert (args.raise_rows, args.raise_repeats, args.chains) == (500, repeats, 8000)
+    command = script.evaluate_command(Path("m"), {**bracket, "raise_repeats": RAISE_REPEATS},
+                                      {})
+    assert "--raise-repeats" not in command
