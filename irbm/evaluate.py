@@ -625,10 +625,12 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         level["seconds"] = time.perf_counter() - level_started
         levels.append(level)
         if echo is not None:
+            gap = level["raise"].get(level["raise_path"], {}).get("repeat_gap")
             echo(f"  {n_temperatures} temperatures: NLL in [{level['own_optimistic']:.2f}, "
                  f"{level['own_conservative']:.2f}] (AIS {best_path}, RAISE "
-                 f"{level['raise_path'] or 'refuted on every route'}; "
-                 f"{level['seconds']:.0f} s); best of all levels: "
+                 f"{level['raise_path'] or 'refuted on every route'}"
+                 + ("" if gap is None else f", {gap:.2f} nat short for want of chains per row")
+                 + f"; {level['seconds']:.0f} s); best of all levels: "
                  f"[{level['optimistic']:.2f}, {level['conservative']:.2f}]")
         if not verdict(levels, tolerance=tolerance, out_of_time=False):
             break

@@ -398,8 +398,10 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
     capsys.readouterr()
     assert main(["evaluate", str(run_dir), "--bracket", "--continue", "--seed", "4",
                  "--max-seconds", "2"]) == 0
-    assert f"continuing {len(stored['bracket']['levels'])} stored levels" in \
-        capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"continuing {len(stored['bracket']['levels'])} stored levels" in out
+    # Four reverse chains per row by default: each level says the gap they leave.
+    assert "nat short for want of chains per row" in out
     records = evaluations(run_dir)
     continued = records[-1]
     assert records[continued["continues"]] == checked
