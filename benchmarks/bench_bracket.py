@@ -1,14 +1,15 @@
 """The budget each estimator needs to bracket the average NLL within a tolerance, side by side.
 
 For each model, each annealing path on its own with evenly spaced and with pilot-tuned
-temperatures, then all paths together (what `irbm evaluate --bracket` runs), via
+temperatures, then all paths together (what `irbm evaluate --bracket` runs, there with
+`--raise-repeats 4` by default; here one reverse chain per row unless `--raise-repeats`), via
 `irbm.evaluate.bracket_nll`: temperatures doubled until the bracket is ``--tolerance`` wide and
 converged, or ``--max-seconds`` per estimator. Models: block-diagonal ones whose ln Z is exact
 (`irbm.models.block_diagonal`; their "data" are Gibbs samples of the model), and trained models
 given as run directories (their test set, base rate from their training set).
 
     python benchmarks/bench_bracket.py [--quick] [--exact 500 2000] [--run RUN ...]
-        [--chains 100] [--rows 300] [--tolerance 1.0] [--max-seconds 1800]
+        [--chains 100] [--rows 300] [--raise-repeats 1] [--tolerance 1.0] [--max-seconds 1800]
 
 Findings (2-core Intel Xeon with AVX-512 and AMX, one thread per process, two processes;
 100 AIS chains per path, both bases, RAISE on 100 rows; block-diagonal 784 x 2,000 models with
@@ -107,6 +108,8 @@ def main():
     parser.add_argument("--run", nargs="*", default=[], help="trained run directories")
     parser.add_argument("--chains", type=int, default=100)
     parser.add_argument("--rows", type=int, default=300)
+    parser.add_argument("--raise-repeats", type=int, default=1,
+                        help="reverse chains per RAISE row (the findings above: 1)")
     parser.add_argument("--betas", type=int, default=500, help="first level's temperatures")
     parser.add_argument("--tolerance", type=float, default=1.0)
     parser.add_argument("--max-seconds", type=float, default=1800.0)
@@ -119,7 +122,8 @@ def main():
         args.families = [family for family in args.families if family != "orbm"]
         args.chains, args.betas, args.max_seconds, args.run = 8, 20, 1.0, []
     print(f"# bracket budgets: {conditions(False)}; {args.chains} AIS chains per path, RAISE on "
-          f"{args.rows} rows, tolerance {args.tolerance:g}, at most {args.max_seconds:g} s each, "
+          f"{args.rows} rows x {args.raise_repeats} chains, tolerance {args.tolerance:g}, at most "
+          f"{args.max_seconds:g} s each, "
           f"{args.threads} thread(s)\n")
     rows = []
     with threads(args.threads):
@@ -130,7 +134,7 @@ def main():
                 bracket = bracket_nll(model, test, base_data=base, rows=min(args.rows, len(test)),
                                       tolerance=args.tolerance, max_seconds=args.max_seconds,
                                       seed=0, n_chains=args.chains, n_betas=args.betas,
-                                      **options)
+                                      raise_repeats=args.raise_repeats, **options)
                 rows.append([label, model.n_hidden, name, bracket.n_betas, bracket.seconds,
                              bracket.optimistic, bracket.conservative, bracket.width,
                              "yes" if bracket.certified else "no",

@@ -172,9 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "--bracket: ROWS random test rows, default 300)")
     evaluate.add_argument("--raise-repeats", type=int, default=None, metavar="CHAINS",
                           help="with --bracket: reverse chains per RAISE row, averaged in "
-                          f"probability (default {RAISE_REPEATS}); one chain's ln p-hat "
-                          "falls below ln p by about half its variance, a gap that more "
-                          "chains per row close and each level measures")
+                          f"probability (default {RAISE_REPEATS}; with --continue, the stored "
+                          "bracket's); one chain's ln p-hat falls below ln p by about half its "
+                          "variance, a gap that more chains per row close and each level "
+                          "measures")
     evaluate.add_argument("--bracket", action="store_true",
                           help="bracket the test NLL between AIS (optimistic) and RAISE "
                           "(conservative) on every annealing path from both bases (or the "

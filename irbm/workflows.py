@@ -275,8 +275,9 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
     ``raise_rows`` test rows (0: all of them; None: no RAISE).
     ``bracket``: instead of one AIS run, bracket the test NLL with `irbm.evaluate.bracket_nll`
     (every path, temperatures doubled from ``n_betas`` (default 1,000) until ``tolerance`` or
-    ``max_seconds``; RAISE on ``raise_rows`` random test rows, default 300); ln Z is then the
-    bracket's optimistic one and the record holds the bracket under "bracket".
+    ``max_seconds``; RAISE on ``raise_rows`` random test rows, default 300, with
+    ``raise_repeats`` reverse chains per row, default `irbm.bracket.RAISE_REPEATS`); ln Z is
+    then the bracket's optimistic one and the record holds the bracket under "bracket".
     ``schedule``: with ``bracket``, its temperatures (`irbm.evaluate.bracket_nll`; None:
     "tuned", RAISE's tuned on the training rows).
     ``tempering_sweeps``: with ``bracket``, cross-check it by parallel tempering

@@ -25,7 +25,7 @@ from paper_results import PAPER, command_of
 
 from irbm import runs, workflows
 from irbm._threads import apply_threads
-from irbm.bracket import RAISE_REPEATS, rejudge
+from irbm.bracket import rejudge
 from irbm.evaluate import bracket_nll
 
 SELECTION_FILE = "selection.json"  # scripts/record_selection.py
@@ -69,9 +69,9 @@ def evaluate_command(model_dir: Path, bracket: dict, record: dict,
     return (f"irbm evaluate {shlex.quote(str(model_dir))}"
             + (" --latest" if record.get("which", "latest") == "latest" else "")
             + f" --bracket --chains {bracket['n_chains']} --raise {bracket['n_rows']} "
-            # Brackets stored before repeats were recorded ran one reverse chain per row.
-            + (f"--raise-repeats {bracket.get('raise_repeats', 1)} "
-               if bracket.get("raise_repeats", 1) != RAISE_REPEATS else "")
+            # Always said, so the command keeps its meaning whatever the default; brackets
+            # stored before repeats were recorded ran one reverse chain per row.
+            + f"--raise-repeats {bracket.get('raise_repeats', 1)} "
             + f"--tolerance {bracket['tolerance']:g} --seed {record.get('seed', 0)}"
             + (f" --max-seconds {budget:g}" if budget else "")
             + (f" --betas {first}" if first != FIRST_LEVEL_BETAS else "")
@@ -218,6 +218,9 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--data-dir", default=None)
     args = parser.parse_args(argv)
+    if args.raise_repeats is not None and args.raise_repeats < 1:
+        parser.error(f"--raise-repeats must be >= 1 (reverse chains per row), got "
+                     f"{args.raise_repeats}")
     apply_threads(args.threads)
     for model_dir in args.models:
         runs.require_run(model_dir)

@@ -401,16 +401,23 @@ def test_a_lagging_route_still_rising_within_reach_of_the_pool_is_flagged():
 
 def test_a_conservative_side_short_of_reverse_chains_per_row_is_named():
     """With several reverse chains per row, the last level's RAISE route carries the gap that
-    halving them would add (`irbm.evaluate.repeat_gap`): above 0.2 nat it withholds
-    certification and names --raise-repeats; below, or with one chain per row, it does not."""
-    def with_gap(gap):
-        last = level(2000, 100.1, 100.8)
+    halving them would add (`irbm.evaluate.repeat_gap`): above 0.2 nat a too-wide bracket
+    names it, and --raise-repeats, as what loosens it; a narrow bracket stays certified (the
+    gap only raises the conservative side), as does any with a small gap or one chain per
+    row."""
+    def with_gap(gap, conservative):
+        last = level(2000, 100.1, conservative)
         last["raise_path"] = "linear"
-        last["raise"] = {"linear": {"whole": 100.8, "stderr": 0.05, "repeat_gap": gap}}
-        return [level(1000, 100.0, 100.9), last]
+        last["raise"] = {"linear": {"whole": conservative, "stderr": 0.05, "repeat_gap": gap}}
+        before = level(1000, 100.0, conservative + 0.1)
+        before["raise"] = {"linear": {"whole": conservative + 0.1, "stderr": 0.05}}
+        return [before, last]
 
-    reasons = verdict(with_gap(0.35), tolerance=1.0, out_of_time=False)
-    assert len(reasons) == 1 and "would raise its NLL by 0.35 nats" in reasons[0] and \
-        "--raise-repeats" in reasons[0]
+    (reason,) = verdict(with_gap(0.35, 102.0), tolerance=1.0, out_of_time=False)
+    assert "1.90 nats wide" in reason and "rise by about 0.35 nats" in reason and \
+        "--raise-repeats" in reason
     for gap in (0.15, None):
-        assert verdict(with_gap(gap), tolerance=1.0, out_of_time=False) == []
+        (reason,) = verdict(with_gap(gap, 102.0), tolerance=1.0, out_of_time=False)
+        assert "--raise-repeats" not in reason
+    for gap in (0.35, 0.15, None):
+        assert verdict(with_gap(gap, 100.8), tolerance=1.0, out_of_time=False) == []

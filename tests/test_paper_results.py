@@ -438,10 +438,9 @@ def test_a_bracket_names_the_device_it_ran_on(monkeypatch):
 
 
 def test_a_bracket_names_its_reverse_chains_per_row(monkeypatch):
-    """A bracket whose RAISE ran other than the default chains per row is re-derived with
-    --raise-repeats, one stored before repeats were recorded with one chain per row; one at
-    the default needs no option."""
-    from irbm.bracket import RAISE_REPEATS
+    """The command that re-derives a bracket always says its reverse chains per RAISE row (so
+    it keeps its meaning whatever irbm evaluate's default): one for brackets stored before
+    repeats were recorded."""
     monkeypatch.syspath_prepend(str(SCRIPT.parent))
     spec = importlib.util.spec_from_file_location("bracket_results",
                                                   SCRIPT.parent / "bracket_results.py")
@@ -451,10 +450,9 @@ def test_a_bracket_names_its_reverse_chains_per_row(monkeypatch):
                "levels": [{"n_betas": 32000}]}
     parser = irbm.cli.build_parser()
     for stored, repeats in (({**bracket, "raise_repeats": 8}, 8), (bracket, 1),
-                            ({**bracket, "raise_repeats": 1}, 1)):
+                            ({**bracket, "raise_repeats": 4}, 4)):
         command = script.evaluate_command(Path("m"), stored, {})
         args = parser.parse_args(shlex.split(command)[1:])
         assert (args.raise_rows, args.raise_repeats, args.chains) == (500, repeats, 8000)
-    command = script.evaluate_command(Path("m"), {**bracket, "raise_repeats": RAISE_REPEATS},
-                                      {})
-    assert "--raise-repeats" not in command
+    with pytest.raises(SystemExit):
+        script.main(["m", "--out", "x", "--raise-repeats", "0"])
