@@ -274,16 +274,19 @@ def test_a_bracket_stored_before_its_routes_were_recorded_continues():
         bracket_nll(model, rows, max_betas=50, resume=old, **{**settings, "paths": ("linear",)})
 
 
-def test_raise_repeats_average_reverse_chains_per_row_in_probability(monkeypatch):
+@pytest.mark.parametrize("family, options, path", [("rbm", {}, "linear"),
+                                                   ("irbm", {"beta": 1.05}, "pinned")])
+def test_raise_repeats_average_reverse_chains_per_row_in_probability(family, options, path,
+                                                                     monkeypatch):
     """Each RAISE row of a level is ln mean_r p-hat_r(v) over ``raise_repeats`` reverse chains:
     the level's rows are `raise_nll`'s with ``n_repeats`` (same subset, schedule and seed).
     Averaging in probability closes the per-row gap E ln p-hat < ln p-hat's log-mean: with 16
     chains per row at 10 temperatures, RAISE's NLL falls well below one chain's (0.1-0.2 nat
-    measured, standard errors 0.02)."""
-    model, _ = _model("rbm", {})
+    measured on either path, standard errors 0.02), and the level stores the gap left."""
+    model, _ = _model(family, options)
     rows, train = _data(4, 200, 0.5), _data(6, 300, 0.4)
     settings = dict(base_data=train, rows=100, tolerance=1e-3, seed=0, n_chains=32,
-                    n_betas=10, max_betas=10, bases=("model",))
+                    n_betas=10, max_betas=10, bases=("model",), paths=(path,))
     seen = []
     real_raise = evaluate.raise_nll
 
@@ -300,8 +303,9 @@ def test_raise_repeats_average_reverse_chains_per_row_in_probability(monkeypatch
     assert kwargs["n_repeats"] == 16 and kwargs["chain_batch_size"] >= 16 * 100
     again = real_raise(model, subset, **kwargs)
     assert torch.equal(again.log_likelihoods, estimate.log_likelihoods)
-    route = next(iter(averaged.levels[-1]["raise"]))
-    assert averaged.levels[-1]["raise"][route]["rows"] == estimate.mean
+    stored = averaged.levels[-1]["raise"][path]
+    assert stored["rows"] == estimate.mean and stored["repeat_gap"] == estimate.repeat_gap > 0
+    assert single.levels[-1]["raise"][path]["repeat_gap"] is None
     assert single.conservative_rows - averaged.conservative_rows > 0.05, \
         (single.conservative_rows, averaged.conservative_rows, averaged.conservative_stderr)
     with pytest.raises(ValueError, match="raise_repeats must be an integer >= 1"):
