@@ -27,6 +27,17 @@ def _script():
     return module
 
 
+def _bracket_results(monkeypatch):
+    """scripts/bracket_results.py as a module, importing its neighbours as `python scripts/...`
+    does."""
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    spec = importlib.util.spec_from_file_location("bracket_results",
+                                                  SCRIPT.parent / "bracket_results.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
 @pytest.mark.parametrize("family", ["rbm", "irbm"])
 def test_table_is_generated_from_run_directories(tmp_path, family):
     run = tmp_path / family
@@ -291,11 +302,7 @@ def test_the_commands_in_the_committed_results_run_as_pasted():
 def test_bracket_table_is_generated_from_the_models_evaluations(tmp_path, monkeypatch):
     """scripts/bracket_results.py brackets a model once (--evaluate), then writes every number
     of its row from the model's evaluation.json, with commands that parse as pasted."""
-    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # as `python scripts/...` has it
-    spec = importlib.util.spec_from_file_location("bracket_results",
-                                                  SCRIPT.parent / "bracket_results.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = _bracket_results(monkeypatch)
     model_dir = tmp_path / "models" / "irbm-digits"
     assert cli_main(["train", "irbm", "digits", "--out", str(model_dir), "--epochs", "1",
                      "--quiet", "--l1", "1e-3"]) == 0
@@ -380,11 +387,7 @@ def test_every_committed_model_reproduces_its_bracket_on_a_fresh_clone(model_dir
 def test_a_bracket_started_further_on_names_its_first_temperatures(monkeypatch):
     """The command that re-derives a bracket gives --betas when its first level was not
     bracket_nll's default (the oRBM-500's last bracket started at 16,000)."""
-    monkeypatch.syspath_prepend(str(SCRIPT.parent))
-    spec = importlib.util.spec_from_file_location("bracket_results",
-                                                  SCRIPT.parent / "bracket_results.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = _bracket_results(monkeypatch)
     bracket = {"n_chains": 1000, "n_rows": 300, "tolerance": 1.0, "max_seconds": 6500,
                "levels": [{"n_betas": 16000}, {"n_betas": 32000}]}
     command = script.evaluate_command(Path("m"), bracket, {"seed": 2})
@@ -396,11 +399,7 @@ def test_a_bracket_started_further_on_names_its_first_temperatures(monkeypatch):
 def test_a_bracket_names_the_schedule_it_was_made_with(monkeypatch):
     """Brackets stored before RAISE had a schedule of its own spaced it as AIS's: their command
     says --schedule tuned-forward; a bracket on the default schedule needs no option."""
-    monkeypatch.syspath_prepend(str(SCRIPT.parent))
-    spec = importlib.util.spec_from_file_location("bracket_results",
-                                                  SCRIPT.parent / "bracket_results.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = _bracket_results(monkeypatch)
     bracket = {"n_chains": 500, "n_rows": 300, "tolerance": 1.0, "levels": [{"n_betas": 1000}]}
     assert " --schedule tuned-forward" in script.evaluate_command(Path("m"), bracket, {})
     for schedule in ("tuned-forward", "uniform"):
@@ -413,11 +412,7 @@ def test_a_bracket_names_the_schedule_it_was_made_with(monkeypatch):
 def test_a_bracket_names_the_device_it_ran_on(monkeypatch):
     """A bracket made on a GPU is re-derived with --device cuda (its random streams are the
     GPU's); one made on the CPU, or stored before devices were recorded, needs no option."""
-    monkeypatch.syspath_prepend(str(SCRIPT.parent))
-    spec = importlib.util.spec_from_file_location("bracket_results",
-                                                  SCRIPT.parent / "bracket_results.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = _bracket_results(monkeypatch)
     bracket = {"n_chains": 2000, "n_rows": 1000, "tolerance": 1.0, "schedule": "tuned",
                "levels": [{"n_betas": 16000}]}
     command = script.evaluate_command(Path("m"), bracket, {"device": "cuda: NVIDIA H200"})
@@ -441,11 +436,7 @@ def test_a_bracket_names_its_reverse_chains_per_row(monkeypatch):
     """The command that re-derives a bracket always says its reverse chains per RAISE row (so
     it keeps its meaning whatever irbm evaluate's default): one for brackets stored before
     repeats were recorded."""
-    monkeypatch.syspath_prepend(str(SCRIPT.parent))
-    spec = importlib.util.spec_from_file_location("bracket_results",
-                                                  SCRIPT.parent / "bracket_results.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = _bracket_results(monkeypatch)
     bracket = {"n_chains": 8000, "n_rows": 500, "tolerance": 1.0, "schedule": "tuned",
                "levels": [{"n_betas": 32000}]}
     parser = irbm.cli.build_parser()
