@@ -5,8 +5,9 @@ Real data is never committed: tests find it the way a user points irbm at it, th
 repository is used (the tests may know the layout; the library does not).
 
 The suite runs in pytest-xdist worker processes, one per free core (``--numprocesses=auto``
-in pyproject's addopts, `pytest_xdist_auto_num_workers` below; ``--dist=loadfile`` keeps each
-module on one worker, so module-scoped fixtures are built once), and every process of the suite
+in pyproject's addopts, `pytest_xdist_auto_num_workers` below; ``--dist=worksteal`` lets an
+idle worker take tests from the other, so module-scoped fixtures are built at most once per
+worker), and every process of the suite
 -- the workers, and the CLI runs, Dask and joblib workers and benchmarks that tests start --
 uses one thread in each thread pool (torch's, and the BLAS behind numpy and scipy). So the suite
 never runs more busy threads than there are free cores: on a busy core, a second OpenMP or
