@@ -103,6 +103,18 @@ if command -v nvidia-smi >/dev/null && ! grep -q '"raise_repeats": 4' \
   OUT=/tmp/gpu BUDGET=75 bash scripts/gpu_brackets.sh \
     "results/models/rbm2000-adagrad-e2000 --latest --bracket --continue"
 fi
+# Session 19, one thread each: RAISE with R chains per row on the first 100 test rows.
+[[ -f results/caltech101_raise_repeats.md ]] || {
+  python scripts/raise_repeats.py results/models/rbm100-adagrad-selected --repeats 1 16 \
+      --temperatures 4000 --float64
+  python scripts/raise_repeats.py results/models/rbm500-adagrad-selected --repeats 1 8 \
+      --temperatures 2000 --float64
+  python scripts/raise_repeats.py results/models/irbm-merge-s2-e4250-average --repeats 1 8 \
+      --temperatures 2000 --path linear --float64
+} > results/caltech101_raise_repeats.md
+[[ -f results/mnist_raise_repeats_pinned.md ]] ||
+  python scripts/raise_repeats.py results/models/mnist-orbm500-e500 --repeats 1 2 8 16 64 \
+      --temperatures 8000 --path pinned > results/mnist_raise_repeats_pinned.md
 python scripts/bracket_results.py \
     results/models/{rbm100-adagrad-selected,rbm500-adagrad-selected,rbm2000-adagrad-e2000} \
     results/models/{orbm500-l1e-3-e5000,irbm-authors-selected} \

@@ -447,3 +447,30 @@ def test_a_bracket_names_its_reverse_chains_per_row(monkeypatch):
         assert (args.raise_rows, args.raise_repeats, args.chains) == (500, repeats, 8000)
     with pytest.raises(SystemExit):
         script.main(["m", "--out", "x", "--raise-repeats", "0"])
+
+
+def test_raise_repeats_script_tables_one_row_per_number_of_chains(tmp_path, capsys):
+    """scripts/raise_repeats.py: RAISE on the same first test rows for each R, a row each,
+    with the jackknife gap where R >= 2; its R = 1 row is `raise_nll`'s with one chain."""
+    spec = importlib.util.spec_from_file_location("raise_repeats",
+                                                  SCRIPT.parent / "raise_repeats.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    run_dir = tmp_path / "rbm-digits"
+    assert cli_main(["train", "rbm", "digits", "--out", str(run_dir), "--epochs", "1",
+                     "--quiet"]) == 0
+    capsys.readouterr()
+    assert script.main([str(run_dir), "--repeats", "1", "3", "--temperatures", "30",
+                        "--rows", "12", "--float64"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert [line.split(" | ")[0] for line in lines[1:]] == ["| 1", "| 3"]
+    assert lines[1].split(" | ")[3] == "-" and float(lines[2].split(" | ")[3]) >= 0
+    model = irbm.runs.load_run_model(run_dir, which="latest").double()
+    dataset = irbm.runs.load_run_dataset(run_dir)
+    alone = evaluate.raise_nll(model, torch.as_tensor(dataset.test[:12]).double(), n_betas=30,
+                               seed=5, base="data",
+                               base_data=torch.as_tensor(dataset.train).double(),
+                               progress=False)
+    assert float(lines[1].split(" | ")[1]) == round(alone.mean, 2)
+    with pytest.raises(SystemExit):
+        script.main([str(run_dir), "--repeats", "0"])
