@@ -455,7 +455,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         ln p(v) by about half the variance of one chain's log-weight, a gap more temperatures
         close only as fast as the chains mix: on the CalTech101 RBM-100, 16 chains per row
         lowered RAISE's NLL by 3.2 nats at 4,000 temperatures, where 16 times the temperatures
-        had left it within 0.5 nat (see results/README.md).
+        had left it within 0.5 nat (see results/README.md). With two or more, each level's
+        RAISE route stores the gap left (`repeat_gap`), which a too-wide verdict names.
     tolerance : float
         Largest certified width, nats.
     max_seconds : float, optional
