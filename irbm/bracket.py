@@ -47,8 +47,10 @@ SCHEDULES = ("tuned", "tuned-forward", "uniform")
 
 # `irbm evaluate --bracket`'s reverse chains per RAISE row (`bracket_nll`'s raise_repeats):
 # on trained CalTech101 models at 2,000-4,000 temperatures, 8-16 chains per row lowered RAISE's
-# NLL by 1.8-3.2 nats, more than three doublings of the temperatures (results/README.md), for
-# about 1.7 times a level's time at 4; and two or more give the gap left (`repeat_gap`).
+# NLL by 1.8-3.2 nats, what about three doublings of the temperatures buy there (0.3-1 nat
+# each), and where RAISE had stopped falling with temperatures (the RBM-100, the RBM-2000) 3-4
+# nats; 4 cost about 1.7 times a level's time, and two or more give the gap left
+# (`repeat_gap`). See results/README.md.
 RAISE_REPEATS = 4
 
 # A RAISE gap left for want of reverse chains per row (`irbm.evaluate.repeat_gap`) above this
