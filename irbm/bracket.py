@@ -614,7 +614,8 @@ def _suspect(levels: list[dict]) -> str:
     # the conservative side, so it names the fix for a wide bracket but never voids a narrow one.
     gap = last.get("raise", {}).get(last.get("raise_path"), {}).get("repeat_gap")
     if gap is not None and gap > REPEAT_GAP:
-        notes.append(f"the conservative side is loose: with half its reverse chains per row "
-                     f"RAISE's NLL would rise by about {gap:.2f} nats, about the gap left for "
-                     "want of chains: use more --raise-repeats")
+        notes.append(f"the conservative side is loose: about {gap:.2f} nats of RAISE's NLL "
+                     "are each row's chain noise (the jackknife over its reverse chains per "
+                     "row, an underestimate when their weights are heavy-tailed): use more "
+                     "--raise-repeats")
     return "; " + "; ".join(notes) if notes else ""

@@ -504,8 +504,9 @@ def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, 
     """`bracket_nll` of the test set, with the run's base data, echoing each level."""
     if dataset.test is None or not len(dataset.test):
         raise ValueError("--bracket brackets the test NLL, and this run's data has no test rows")
-    say(f"bracketing the test NLL ({n_chains} AIS chains per path, tolerance {tolerance:g} "
-        "nats" + (f", at most {max_seconds:g} s" if max_seconds else "")
+    say(f"bracketing the test NLL ({n_chains} AIS chains per path, {raise_repeats} reverse "
+        f"chain(s) per RAISE row, tolerance {tolerance:g} nats"
+        + (f", at most {max_seconds:g} s" if max_seconds else "")
         + (f"; continuing {len(resume['levels'])} stored levels" if resume else "") + ")")
     interval = bracket_nll(model, torch.as_tensor(dataset.test),
                            base_data=None if base == "model" else torch.as_tensor(dataset.train),

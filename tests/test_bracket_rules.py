@@ -400,8 +400,8 @@ def test_a_lagging_route_still_rising_within_reach_of_the_pool_is_flagged():
 
 
 def test_a_conservative_side_short_of_reverse_chains_per_row_is_named():
-    """With several reverse chains per row, the last level's RAISE route carries the gap that
-    halving them would add (`irbm.evaluate.repeat_gap`): above 0.2 nat a too-wide bracket
+    """With several reverse chains per row, the last level's RAISE route carries the jackknife
+    estimate of the gap they leave (`irbm.evaluate.repeat_gap`): above 0.2 nat a too-wide bracket
     names it, and --raise-repeats, as what loosens it; a narrow bracket stays certified (the
     gap only raises the conservative side), as does any with a small gap or one chain per
     row."""
@@ -414,7 +414,7 @@ def test_a_conservative_side_short_of_reverse_chains_per_row_is_named():
         return [before, last]
 
     (reason,) = verdict(with_gap(0.35, 102.0), tolerance=1.0, out_of_time=False)
-    assert "1.90 nats wide" in reason and "rise by about 0.35 nats" in reason and \
+    assert "1.90 nats wide" in reason and "about 0.35 nats of RAISE's NLL" in reason and \
         "--raise-repeats" in reason
     for gap in (0.15, None):
         (reason,) = verdict(with_gap(gap, 102.0), tolerance=1.0, out_of_time=False)
