@@ -5,6 +5,8 @@ against the uniforms they consume; whole models' fused Gibbs steps against the e
 for draw; independence from the thread count; and bit-identical resumed training with the
 Philox stream (a checkpoint from before the option resumes with a torch.Generator)."""
 
+import multiprocessing
+
 import numpy as np
 import pytest
 import torch
@@ -664,7 +666,35 @@ def test_the_kernels_do_not_depend_on_the_thread_count(dtype, restore_threads, m
     from irbm.kernels import _compiled
     for pair in (_compiled.bernoulli_logits, _compiled.ordered_units, _compiled.annealed_units,
                  _compiled.ordered_statistics):
-        assert pair[1].signatures, "the threaded kernels did not run"
+        assert pair[1].split_calls, "the threaded kernels did not run"
+
+
+def _threaded_draws(queue):
+    """Put two-thread Bernoulli draws (a child process's) on ``queue``."""
+    torch.set_num_threads(2)
+    queue.put(bernoulli_from_logits(torch.zeros(64, 8), generator_at(HIGH_KEY, 1)).numpy())
+
+
+@needs_kernels
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(),
+                    reason="no fork on this platform")
+def test_a_forked_child_runs_the_threaded_kernels(restore_threads, monkeypatch):
+    # The parent's kernel threads do not survive a fork (Dask and joblib workers fork): the
+    # child must start its own rather than wait on the parent's forever.
+    monkeypatch.setattr(kernels, "THREADED_MIN_ELEMENTS", 0)
+    torch.set_num_threads(2)
+    expected = bernoulli_from_logits(torch.zeros(64, 8), generator_at(HIGH_KEY, 1))
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_threaded_draws, args=(queue,))
+    child.start()
+    try:
+        drawn = queue.get(timeout=60)
+    finally:
+        child.join(timeout=10)
+        if child.is_alive():
+            child.kill()
+    assert np.array_equal(drawn, expected.numpy())
 
 
 # ---------------------------------------------------------------------------- training
@@ -854,5 +884,7 @@ def test_the_fused_adagrad_step_does_not_depend_on_the_thread_count():
         finally:
             torch.set_num_threads(previous)
     assert model.W.numel() >= kernels.THREADED_MIN_ELEMENTS
+    from irbm.kernels import _compiled
+    assert _compiled.adagrad[1].split_calls, "the threaded step did not run"
     for name, tensor in finals[0].items():
         assert torch.equal(tensor, finals[1][name]), name

@@ -13,6 +13,7 @@ where a probability and its uniform tie to within rounding.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 
@@ -92,14 +93,12 @@ THREADED_MIN_ELEMENTS = 2**18
 
 
 def _variant(pair, n_elements: int):
-    """The serial kernel for one torch thread or a small call, else the threaded one at
-    torch's thread count."""
+    """The serial kernel for one torch thread or a small call, else the threaded one
+    (`_compiled.RowThreaded`) at torch's thread count."""
     threads = torch.get_num_threads()
     if threads <= 1 or n_elements < THREADED_MIN_ELEMENTS:
         return pair[0]
-    import numba
-    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    return pair[1]
+    return functools.partial(pair[1], threads=threads)
 
 
 def _key(generator):

@@ -10,8 +10,9 @@ Imported only when numba is installed (see `irbm.kernels`).
 from __future__ import annotations
 
 import math
-import types as types_module
+import os
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
@@ -279,7 +280,7 @@ def _bernoulli_logits(logits, out, first_block, k0, k1):
     """out[r, j] = 1 if u[r, j] < sigmoid(logits[r, j]) else 0."""
     n_rows, n_columns = logits.shape
     per_row = (n_columns + 3) // 4
-    for row in numba.prange(n_rows):
+    for row in range(n_rows):
         u = np.empty(4 * per_row, logits.dtype)
         _row_uniforms(u, first_block + row * per_row, k0, k1)
         zero, one = _cast(0.0, logits[row, 0]), _cast(1.0, logits[row, 0])
@@ -293,7 +294,7 @@ def _annealed_units(preactivation, t_from, t_to, hidden, gains, first_block, k0,
     sigmoid(t_to a_ri)]."""
     n_rows, n_units = preactivation.shape
     per_row = (n_units + 3) // 4
-    for row in numba.prange(n_rows):
+    for row in range(n_rows):
         a = preactivation[row]
         zero, one = _cast(0.0, a[0]), _cast(1.0, a[0])
         before, after = _cast(t_from, a[0]), _cast(t_to, a[0])
@@ -320,7 +321,7 @@ def _ordered_units(preactivation, scale, penalties, log_tail, has_tail, z, draw_
     n_rows, n_units = preactivation.shape
     n_columns = n_units + 1 if has_tail else n_units
     per_row = (n_units + 3) // 4
-    for row in numba.prange(n_rows):
+    for row in range(n_rows):
         zero, one = _cast(0.0, preactivation[row, 0]), _cast(1.0, preactivation[row, 0])
         a = preactivation[row] * _cast(scale, zero)
         columns, decay = np.empty(n_columns, a.dtype), np.empty(n_units, a.dtype)
@@ -367,7 +368,7 @@ def _ordered_statistics(preactivation, penalties, log_tail, has_tail, row_weight
     """
     n_rows, n_units = preactivation.shape
     n_columns = n_units + 1 if has_tail else n_units
-    for row in numba.prange(n_rows):
+    for row in range(n_rows):
         a = preactivation[row]
         zero, one = _cast(0.0, a[0]), _cast(1.0, a[0])
         tiny = _smallest_normal(a[0])
@@ -409,7 +410,7 @@ def _adagrad(parameter, gradient, accumulator, lr, threshold, epsilon, inside):
     is 0)."""
     one = _cast(1.0, parameter[0])
     step = -lr
-    for i in numba.prange(parameter.shape[0]):
+    for i in range(parameter.shape[0]):
         g = gradient[i]
         total = accumulator[i] + g * g
         accumulator[i] = total
@@ -421,21 +422,94 @@ def _adagrad(parameter, gradient, accumulator, lr, threshold, epsilon, inside):
         parameter[i] = value
 
 
-def _compiled_pair(function, **options):
-    """A serial and a multi-threaded (prange over rows) compilation of ``function`` (with
-    ``options`` beside `OPTIONS`). The threaded one is a renamed copy: numba's on-disk cache is
-    keyed by the function's name, not by ``parallel``, so the two would otherwise load each
-    other's machine code."""
-    threaded = types_module.FunctionType(function.__code__, function.__globals__,
-                                         function.__name__ + "_threaded")
-    threaded.__qualname__ = function.__qualname__ + "_threaded"
-    options = {**OPTIONS, **options}
-    return (numba.njit(**options)(function), numba.njit(parallel=True, **options)(threaded))
+# ---------------------------------------------------------------------- threads
+class _Threads:
+    """A pool of Python threads, rebuilt after a fork (a child inherits the pool but not its
+    threads, and would wait on it forever)."""
+
+    def __init__(self):
+        self._pool, self._size = None, 0
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self):
+        self._pool, self._size = None, 0
+
+    def submit(self, n_workers, function, *args):
+        if self._pool is None or self._size < n_workers:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False)
+            self._pool = ThreadPoolExecutor(n_workers, thread_name_prefix="irbm-kernel")
+            self._size = n_workers
+        return self._pool.submit(function, *args)
 
 
-bernoulli_logits = _compiled_pair(_bernoulli_logits)
-ordered_units = _compiled_pair(_ordered_units)
-annealed_units = _compiled_pair(_annealed_units)
-ordered_statistics = _compiled_pair(_ordered_statistics)
+_THREADS = _Threads()
+
+
+class RowThreaded:
+    """A compiled kernel run on ``threads`` threads, each on a contiguous block of rows.
+
+    The kernels release the GIL (``nogil``) and every row draws its uniforms at its own
+    position in the stream, so a block's call with its counters advanced to the block's first
+    row makes exactly the draws the whole call makes there: results do not depend on the
+    thread count. Python threads rather than numba's ``parallel=True``: no second compilation
+    of each kernel (the threaded copies took 19 of a cold start's 30 s), and no OpenMP pool
+    spinning against torch's between the products.
+
+    Parameters
+    ----------
+    kernel : numba dispatcher
+        Takes arrays whose first axis is the rows, among other arguments.
+    block : callable
+        ``block(args, start, stop)``: the kernel's arguments for rows [start, stop).
+    """
+
+    def __init__(self, kernel, block):
+        self.kernel, self.block = kernel, block
+        self.split_calls = 0  # calls spread over two or more threads (the tests read it)
+
+    def __call__(self, *args, threads: int):
+        n_rows = args[0].shape[0]
+        threads = max(1, min(threads, n_rows))
+        self.split_calls += threads > 1
+        bounds = [n_rows * part // threads for part in range(threads + 1)]
+        futures = [_THREADS.submit(threads - 1, self.kernel, *self.block(args, start, stop))
+                   for start, stop in zip(bounds[1:-1], bounds[2:])]
+        self.kernel(*self.block(args, bounds[0], bounds[1]))
+        for future in futures:
+            future.result()
+
+
+def _rows(args, start, stop, sliced, counters):
+    """``args`` with the arrays at ``sliced`` cut to rows [start, stop) and the stream blocks
+    at ``counters`` (index: blocks per row) moved to row ``start``."""
+    args = list(args)
+    for index in sliced:
+        args[index] = args[index][start:stop]
+    for index, per_row in counters.items():
+        args[index] = args[index] + np.int64(start * per_row)
+    return args
+
+
+def _per_row(args):
+    return (args[0].shape[1] + 3) // 4
+
+
+def _compiled_pair(function, block, **options):
+    """A serial compilation of ``function`` (with ``options`` beside `OPTIONS`) and the same
+    kernel on threads (`RowThreaded`, with ``block`` cutting its arguments to rows)."""
+    serial = numba.njit(**{**OPTIONS, **options})(function)
+    return serial, RowThreaded(serial, block)
+
+
+bernoulli_logits = _compiled_pair(_bernoulli_logits, lambda args, start, stop: _rows(
+    args, start, stop, (0, 1), {2: _per_row(args)}))
+annealed_units = _compiled_pair(_annealed_units, lambda args, start, stop: _rows(
+    args, start, stop, (0, 3, 4), {5: _per_row(args)}))
+ordered_units = _compiled_pair(_ordered_units, lambda args, start, stop: _rows(
+    args, start, stop, (0, 5, 8, 9), {10: 1, 11: _per_row(args)}))
+ordered_statistics = _compiled_pair(_ordered_statistics, lambda args, start, stop: _rows(
+    args, start, stop, (0, 4, 5, 7, 8, 9), {10: 1}))
 # G + g * g as one fused multiply-add, as torch's addcmul computes it (the eager reference).
-adagrad = _compiled_pair(_adagrad, fastmath={"contract"})
+adagrad = _compiled_pair(_adagrad, lambda args, start, stop: _rows(
+    args, start, stop, (0, 1, 2), {}), fastmath={"contract"})
