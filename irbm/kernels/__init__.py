@@ -86,9 +86,11 @@ def usable(generator, *tensors: torch.Tensor) -> bool:
 
 
 # Elements of a call below which the kernels stay on one thread. Measured (2-core Xeon, torch 2
-# threads): a training step (64 rows) gained nothing from numba's threads, and waking its OpenMP
-# pool at every step made torch's own threaded ops around it 1.3-1.4x slower (the two pools
-# spin against each other); AIS steps on 1,000 chains ran 1.9x faster threaded.
+# threads) with numba's own OpenMP pool, which the kernels then used: a training step (64 rows)
+# gained nothing, and waking that pool made torch's threaded ops around it 1.3-1.4x slower;
+# AIS steps on 1,000 chains ran 1.9x faster threaded. The Python threads that replaced it
+# (`_compiled.RowThreaded`) ran AIS steps as fast or faster; for training steps a lower bar
+# was not measurably better on a noisy 2-core EPYC (session 20), so the bar stayed.
 THREADED_MIN_ELEMENTS = 2**18
 
 
