@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
@@ -428,19 +429,20 @@ class _Threads:
     threads, and would wait on it forever)."""
 
     def __init__(self):
-        self._pool, self._size = None, 0
+        self._pool, self._size, self._lock = None, 0, threading.Lock()
         os.register_at_fork(after_in_child=self._forget)
 
     def _forget(self):
-        self._pool, self._size = None, 0
+        self._pool, self._size, self._lock = None, 0, threading.Lock()
 
     def submit(self, n_workers, function, *args):
-        if self._pool is None or self._size < n_workers:
-            if self._pool is not None:
-                self._pool.shutdown(wait=False)
-            self._pool = ThreadPoolExecutor(n_workers, thread_name_prefix="irbm-kernel")
-            self._size = n_workers
-        return self._pool.submit(function, *args)
+        with self._lock:  # callers on several threads share one pool
+            if self._pool is None or self._size < n_workers:
+                if self._pool is not None:
+                    self._pool.shutdown(wait=False)
+                self._pool = ThreadPoolExecutor(n_workers, thread_name_prefix="irbm-kernel")
+                self._size = n_workers
+            return self._pool.submit(function, *args)
 
 
 _THREADS = _Threads()
