@@ -13,7 +13,7 @@ import math
 import os
 import threading
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numba
 import numpy as np
@@ -477,7 +477,10 @@ class RowThreaded:
         bounds = [n_rows * part // threads for part in range(threads + 1)]
         futures = [_THREADS.submit(threads - 1, self.kernel, *self.block(args, start, stop))
                    for start, stop in zip(bounds[1:-1], bounds[2:])]
-        self.kernel(*self.block(args, bounds[0], bounds[1]))
+        try:
+            self.kernel(*self.block(args, bounds[0], bounds[1]))
+        finally:  # no block may still write into the outputs once the call is over
+            wait(futures)
         for future in futures:
             future.result()
 
