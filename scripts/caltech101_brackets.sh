@@ -30,3 +30,24 @@ python scripts/bracket_results.py results/models/{rbm100-adagrad,rbm500-adagrad,
 python scripts/trajectory_figure.py "irbm default/seed 1234=$RUNS/irbm-l1e-3" \
     "authors profile/seed 1234=$RUNS/irbm-authors" "growth on the data's z/seed 1234=$RUNS/irbm-growth-data" \
     --out results/caltech101_irbm_trajectory
+# Session 20: the 1,000-epoch rows bracketed again on one thread with session 19's recipe (the
+# linear path from the data base, 4 reverse chains per RAISE row), which certified them within
+# issue 26's budget; and seeds 1 and 2 of the iRBM row retrained and bracketed the same way.
+recipe=(--latest --bracket --chains 2000 --raise 500 --raise-repeats 4 --tolerance 1 --seed 13
+        --betas 4000 --base data --ais-path linear --threads 1)
+for model in irbm-l1e-3-e1000 rbm500-adagrad-e1000; do
+  grep -q '"n_chains": 2000' "results/models/$model/evaluation.json" ||
+    irbm evaluate "results/models/$model" "${recipe[@]}" --max-seconds 3500
+done
+for seed in 1 2; do
+  run="$RUNS/irbm-l1e-3-s$seed-e1000" model="results/models/irbm-l1e-3-s$seed-e1000"
+  irbm train irbm caltech101 --n-hidden 1 --beta 1.01 --epochs 1000 --lr 0.05 --l1 0.001 \
+      "${paper[@]:0:4}" --seed "$seed" --threads 1 --out "$run"
+  [[ -d $model ]] || { mkdir -p "$model" && cp "$run"/{config.json,history.json,irbm-run.json,model.safetensors} "$model"; }
+  [[ -f $model/evaluation.json ]] || irbm evaluate "$model" "${recipe[@]}" --max-seconds $((1600 + 400 * seed))
+done
+python scripts/bracket_results.py \
+    results/models/{rbm100-adagrad,rbm500-adagrad,orbm500-l1e-3,irbm-l1e-3}-e1000 \
+    results/models/irbm-l1e-3-s{1,2}-e1000 \
+    results/models/{orbm500-l1e-3-e5000,irbm-authors-selected,rbm2000-adagrad-e2000} \
+    --out results/caltech101_brackets
