@@ -29,7 +29,7 @@ GROWTH_RULES = ("any", "paired", "chains", "data", "expected")
 # The rules each option of the trainer takes, irbm's first (the authors' code's second where
 # it differs: see `irbm.profiles`).
 RULES = {"growth": GROWTH_RULES, "growth_trigger": ("tail", "last"),
-         "new_unit": ("update", "chains"), "pruning": ("all", "one"),
+         "new_unit": ("update", "chains"), "pruning": ("all", "one", "none"),
          "chains_per_update": ("all", "rows"), "last_batch": ("keep", "merge")}
 RANDOM_STREAMS = ("philox", "torch")
 AVERAGE_DIR = "average"  # inside a run directory: the averaged model's run directory
@@ -151,9 +151,12 @@ class Trainer:
         parameters ("update"); or ("chains", the authors') its coupling weights from the
         gradient of mean F(chain start) - mean F(chain end) and a zero gradient elsewhere, so
         its bias stays 0 with an empty accumulator and its weights' accumulator is g^2.
-    pruning : {"all", "one"}
-        With L1, after the step, drop every trailing unit with all-zero parameters, or at most
-        one per update ("one", the authors'); interior zero units stay either way.
+    pruning : {"all", "one", "none"}
+        With L1, after the step, drop every trailing unit with all-zero parameters, at most
+        one per update ("one", the authors'), or none (the paper's model without shrinking:
+        its size never falls); interior zero units stay either way. Dropping zero units
+        leaves the distribution unchanged (each is a factor of the closed-form tail); it
+        changes only the size l that the growth rule compares z with.
     shuffle : bool
         Minibatches in a new random order each epoch, or in the data's order (the authors').
     chains_per_update : {"all", "rows"}
@@ -360,6 +363,8 @@ class Trainer:
         return self.model.growth_layout(largest_z)
 
     def _pruning_layout(self):
+        if self.config.pruning == "none":
+            return None
         if self.config.pruning == "one":
             return self.model.pruning_layout(at_most=1)
         return self.model.pruning_layout()

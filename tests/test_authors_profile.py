@@ -265,7 +265,7 @@ def test_new_unit_chains_alone_changes_only_the_new_unit():
     assert not torch.equal(ours.model.W[-1], theirs.model.W[-1])
 
 
-def test_pruning_one_alone_keeps_the_other_trailing_zero_units():
+def test_pruning_one_alone_keeps_the_other_trailing_zero_units_and_none_keeps_all():
     W = torch.zeros(3, D, dtype=torch.float64)
     W[0] = GATE_UP[0].double() * 10
     b = torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64)
@@ -273,8 +273,9 @@ def test_pruning_one_alone_keeps_the_other_trailing_zero_units():
     G["W"][0], G["b"][0] = 1e4, 1e4
     G["W"][1:], G["b"][1:] = 0.0, 0.0
     sizes = [one_update(W, b, G, rows(5), rows(6), profile="irbm", l1=10.0,
-                        **extra)[0].model.n_hidden for extra in ({}, {"pruning": "one"})]
-    assert sizes == [1, 3]
+                        **extra)[0].model.n_hidden
+             for extra in ({}, {"pruning": "one"}, {"pruning": "none"})]
+    assert sizes == [1, 3, 4]  # three units and the one grown: none, all but one, all kept
 
 
 class Batches(Callback):
