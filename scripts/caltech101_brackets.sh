@@ -51,3 +51,14 @@ python scripts/bracket_results.py \
     results/models/irbm-l1e-3-s{1,2}-e1000 \
     results/models/{orbm500-l1e-3-e5000,irbm-authors-selected,rbm2000-adagrad-e2000} \
     --out results/caltech101_brackets
+# Session 21, on one GPU (`scripts/gpu_brackets.sh`; each job appended to the model's
+# evaluation.json, merged back by hand): five uncertified models taken further, two calls.
+# OUT=... BUDGET=430 bash scripts/gpu_brackets.sh \
+#   "results/models/irbm-merge-s2-e4250-average --latest --bracket --chains 2000 --raise 500 --raise-repeats 4 --tolerance 1 --seed 21 --betas 64000 --base data --ais-path linear" \
+#   "results/models/rbm100-adagrad-selected --latest --bracket --continue" \
+#   "results/models/rbm100-adagrad-e1000 --latest --bracket --chains 4000 --raise 500 --raise-repeats 4 --tolerance 1 --seed 21 --betas 16000 --ais-path linear" \
+#   "results/models/irbm-l1e-3-s1-e1000 --latest --bracket --continue" \
+#   "results/models/irbm-l1e-3-s2-e1000 --latest --bracket --continue"
+# OUT=... BUDGET=400 bash scripts/gpu_brackets.sh \
+#   "results/models/irbm-merge-s2-e4250-average --latest --bracket --continue" \
+#   "results/models/irbm-l1e-3-s2-e1000 --latest --bracket --continue"
