@@ -118,6 +118,21 @@ class Optimizer:
                     state[name] = take_units(state[name], index)
 
     @torch.no_grad()
+    def new_units_like_peers(self, model: EnergyModel, index: torch.Tensor):
+        """G[k] = mean over the other units j of G[j], for every unit k just grown
+        (``index[k] < 0``) and every per-unit accumulator G (n_hidden, ...): a new unit's first
+        steps then have its peers' size rather than lr per element (the trainer's
+        ``new_unit="peers"``). Nothing to do without ADAGRAD or without older units."""
+        new = torch.as_tensor(index) < 0
+        if self.kind != "adagrad" or not new.any() or new.all():
+            return
+        for name, spec in model.parameter_specs.items():
+            if spec.per_unit and name in self.accumulators:
+                accumulator = self.accumulators[name]
+                rows = new.to(accumulator.device)
+                accumulator[rows] = accumulator[~rows].mean(0)
+
+    @torch.no_grad()
     def step(self, model: EnergyModel, gradients: dict[str, torch.Tensor]):
         """Update the parameters of ``model`` in place from ``gradients`` (one per parameter)."""
         self.sync(model)

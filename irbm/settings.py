@@ -235,7 +235,9 @@ class Settings:
     new_unit: str | None = _setting(
         "a grown unit's first step: from the update's gradient, on its weights and bias "
         "('update'), or its weights from one step on the chains' gradient (start minus end) "
-        "and its bias 0 with an empty accumulator ('chains', the authors' code)", "training",
+        "and its bias 0 with an empty accumulator ('chains', the authors' code), or as "
+        "'update' with ADAGRAD accumulators at the other units' mean ('peers': steps of its "
+        "peers' size, not lr per element)", "training",
         None, choices=RULES["new_unit"])
     pruning: str | None = _setting(
         "with L1, after each update drop 'all' trailing units whose parameters are all zero, "

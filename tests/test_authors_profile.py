@@ -265,6 +265,34 @@ def test_new_unit_chains_alone_changes_only_the_new_unit():
     assert not torch.equal(ours.model.W[-1], theirs.model.W[-1])
 
 
+def test_new_unit_peers_starts_the_new_units_accumulators_at_the_others_mean():
+    """new_unit="peers" is "update" but for the new unit's ADAGRAD accumulators, which start at
+    the mean of the other units' (G[new] = mean_j G[j]) rather than empty: on the same gradient
+    g its first step is lr g / (sqrt(mean + g^2) + eps) instead of lr g / (|g| + eps). The
+    older units, c, the chains and the size are untouched."""
+    W, b = GATE_UP.double(), torch.tensor([0.5, 0.0], dtype=torch.float64)
+    data, start, G = rows(1), rows(2, fixed={5: 0.0}), accumulators(2)
+    ours = one_update(W, b, G, data, start, profile="irbm", l1=0.0)[0]
+    peers = one_update(W, b, G, data, start, profile="irbm", l1=0.0, new_unit="peers")[0]
+    assert ours.model.n_hidden == peers.model.n_hidden == 3
+    for name in "Wbc":
+        old = slice(None) if name == "c" else slice(0, 2)
+        assert torch.equal(getattr(ours.model, name)[old], getattr(peers.model, name)[old])
+        assert torch.equal(ours.optimizer.accumulators[name][old],
+                           peers.optimizer.accumulators[name][old])
+    assert torch.equal(ours.chains, peers.chains)
+    epsilon = peers.optimizer.epsilon
+    for name in "Wb":
+        empty = ours.optimizer.accumulators[name][-1]  # g^2 alone
+        seeded = peers.optimizer.accumulators[name][-1]
+        assert (empty > 0).any(), "the new unit had no gradient: the test shows nothing"
+        torch.testing.assert_close(seeded - empty, G[name].mean(0), rtol=1e-12, atol=1e-15)
+        step, scaled = getattr(ours.model, name)[-1], getattr(peers.model, name)[-1]
+        torch.testing.assert_close(scaled, step * (empty.sqrt() + epsilon)
+                                   / (seeded.sqrt() + epsilon), rtol=1e-10, atol=1e-15)
+        assert (scaled.abs() <= step.abs()).all() and (scaled.abs() < step.abs()).any()
+
+
 def test_pruning_one_alone_keeps_the_other_trailing_zero_units_and_none_keeps_all():
     W = torch.zeros(3, D, dtype=torch.float64)
     W[0] = GATE_UP[0].double() * 10
