@@ -144,3 +144,18 @@ fi
   irbm evaluate results/models/irbm-average-s1234-selected --latest --bracket --chains 500 \
       --raise 300 --raise-repeats 1 --tolerance 1 --seed 0 --max-seconds 1200 --betas 4000 --ais-path linear \
       --threads 2
+# Session 21: two more rules, two seeds each, to 1,000 epochs (snapshots every 50), each judged
+# by the same AIS point estimates in a table and figure of its own. (a) Expected growth without
+# shrinking (`--pruning none`, the paper's model with shrinking off): its size can only rise,
+# does it stop? (b) irbm's default with a grown unit's ADAGRAD accumulators at its peers' mean
+# (`--new-unit peers`): a new unit's first step no longer lr per element.
+train rules/irbm-expected-noprune-s1234 --growth expected --pruning none --seed 1234
+train rules/irbm-expected-noprune-s2 --growth expected --pruning none --seed 2
+train rules/irbm-peers-s1234 --new-unit peers --seed 1234
+train rules/irbm-peers-s2 --new-unit peers --seed 2
+python scripts/trajectory_figure.py \
+    "expected growth, no pruning/seed 1234=$RUNS/rules/irbm-expected-noprune-s1234" \
+    "expected growth, no pruning/seed 2=$RUNS/rules/irbm-expected-noprune-s2" \
+    "new unit at its peers' rate/seed 1234=$RUNS/rules/irbm-peers-s1234" \
+    "new unit at its peers' rate/seed 2=$RUNS/rules/irbm-peers-s2" \
+    --until 1000 --out results/caltech101_irbm_rules_s21
