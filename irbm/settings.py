@@ -241,7 +241,8 @@ class Settings:
         None, choices=RULES["new_unit"])
     pruning: str | None = _setting(
         "with L1, after each update drop 'all' trailing units whose parameters are all zero, "
-        "at most 'one' (the authors' code), or 'none' (no shrinking)", "training", None, choices=RULES["pruning"])
+        "at most 'one' (the authors' code), or 'none' (no shrinking)", "training", None,
+        choices=RULES["pruning"])
     # ---------------------------------------------------------------- data
     dataset: str = _setting("mnist, caltech101, digits (embedded), or a .npy/.npz/.csv file of "
                             "0/1 rows", "data", positional=True)
