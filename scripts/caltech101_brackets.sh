@@ -48,7 +48,7 @@ for seed in 1 2; do
 done
 python scripts/bracket_results.py \
     results/models/{rbm100-adagrad,rbm500-adagrad,orbm500-l1e-3,irbm-l1e-3}-e1000 \
-    results/models/irbm-l1e-3-s{1,2}-e1000 \
+    results/models/irbm-l1e-3-s{1,2}-e1000 results/models/irbm-peers-s{1234,2}-e1000 \
     results/models/{orbm500-l1e-3-e5000,irbm-authors-selected,rbm2000-adagrad-e2000} \
     --out results/caltech101_brackets
 # Session 21, on one GPU (`scripts/gpu_brackets.sh`; each job appended to the model's
@@ -62,3 +62,10 @@ python scripts/bracket_results.py \
 # OUT=... BUDGET=400 bash scripts/gpu_brackets.sh \
 #   "results/models/irbm-merge-s2-e4250-average --latest --bracket --continue" \
 #   "results/models/irbm-l1e-3-s2-e1000 --latest --bracket --continue"
+# Session 21: the final models of the `--new-unit peers` runs (scripts/irbm_rules.sh), seeds 1234
+# and 2 at 1,000 epochs, bracketed by session 20's recipe on one thread.
+for seed in 1234 2; do
+  model="results/models/irbm-peers-s$seed-e1000"
+  [[ -d $model ]] || { mkdir -p "$model" && cp "$RUNS/rules/irbm-peers-s$seed"/{config.json,history.json,irbm-run.json,model.safetensors} "$model"; }
+  [[ -f $model/evaluation.json ]] || irbm evaluate "$model" "${recipe[@]}" --max-seconds 1700
+done

@@ -47,7 +47,7 @@ bracket irbm-authors-selected 500 2000
 bracket rbm2000-adagrad-e2000 1000 1000
 python scripts/bracket_results.py \
     results/models/{rbm100-adagrad,rbm500-adagrad,orbm500-l1e-3,irbm-l1e-3}-e1000 \
-    results/models/irbm-l1e-3-s{1,2}-e1000 \
+    results/models/irbm-l1e-3-s{1,2}-e1000 results/models/irbm-peers-s{1234,2}-e1000 \
     results/models/{orbm500-l1e-3-e5000,irbm-authors-selected,rbm2000-adagrad-e2000} \
     --out results/caltech101_brackets
 train 50 500 mnist-orbm500 orbm mnist --n-hidden 500 --beta 1.01 --lr 0.03 --l1 0.0
