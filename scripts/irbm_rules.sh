@@ -159,3 +159,10 @@ python scripts/trajectory_figure.py \
     "new unit at its peers' rate/seed 1234=$RUNS/rules/irbm-peers-s1234" \
     "new unit at its peers' rate/seed 2=$RUNS/rules/irbm-peers-s2" \
     --until 1000 --out results/caltech101_irbm_rules_s21
+# Session 21, started at its end and carried on by the next sessions (checkpoints committed in
+# results/checkpoints/): the peers rule with the merged last minibatch and the running average,
+# the rule behind the certified 123.0-123.1, towards the paper's 4,000 epochs, two seeds.
+EVERY=50 EPOCHS=4000 bash scripts/train_snapshots.sh "$RUNS/rules/irbm-peers-merge-avg-s1234" irbm \
+    caltech101 --new-unit peers --last-batch merge --average 320 --seed 1234 "${common[@]}"
+EVERY=50 EPOCHS=4000 bash scripts/train_snapshots.sh "$RUNS/rules/irbm-peers-merge-avg-s2" irbm \
+    caltech101 --new-unit peers --last-batch merge --average 320 --seed 2 "${common[@]}"
