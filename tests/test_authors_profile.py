@@ -248,11 +248,14 @@ def test_growth_trigger_last_alone_grows_on_z_at_the_last_unit():
     assert sizes == {"tail": 1, "last": 2}
 
 
-def test_new_unit_chains_alone_changes_only_the_new_unit():
+def grown_both_ways(new_unit, **changes):
+    """One update of the same two-unit iRBM under irbm's new unit and under ``new_unit``,
+    which grows a third unit; checks that the two units already there, c and the chains are
+    the same after it either way. Returns (irbm's trainer, the other's, the accumulators)."""
     W, b = GATE_UP.double(), torch.tensor([0.5, 0.0], dtype=torch.float64)
     data, start, G = rows(1), rows(2, fixed={5: 0.0}), accumulators(2)
-    ours = one_update(W, b, G, data, start, profile="irbm")[0]
-    theirs = one_update(W, b, G, data, start, profile="irbm", new_unit="chains")[0]
+    ours = one_update(W, b, G, data, start, profile="irbm", **changes)[0]
+    theirs = one_update(W, b, G, data, start, profile="irbm", new_unit=new_unit, **changes)[0]
     assert ours.model.n_hidden == theirs.model.n_hidden == 3
     for name in "Wbc":
         old = slice(None) if name == "c" else slice(0, 2)
@@ -260,6 +263,11 @@ def test_new_unit_chains_alone_changes_only_the_new_unit():
         assert torch.equal(ours.optimizer.accumulators[name][old],
                            theirs.optimizer.accumulators[name][old])
     assert torch.equal(ours.chains, theirs.chains)
+    return ours, theirs, G
+
+
+def test_new_unit_chains_alone_changes_only_the_new_unit():
+    ours, theirs, _ = grown_both_ways("chains")
     assert ours.model.b[-1] != 0 and theirs.model.b[-1] == 0
     assert theirs.optimizer.accumulators["b"][-1] == 0
     assert not torch.equal(ours.model.W[-1], theirs.model.W[-1])
@@ -270,17 +278,7 @@ def test_new_unit_peers_starts_the_new_units_accumulators_at_the_others_mean():
     the mean of the other units' (G[new] = mean_j G[j]) rather than empty: on the same gradient
     g its first step is lr g / (sqrt(mean + g^2) + eps) instead of lr g / (|g| + eps). The
     older units, c, the chains and the size are untouched."""
-    W, b = GATE_UP.double(), torch.tensor([0.5, 0.0], dtype=torch.float64)
-    data, start, G = rows(1), rows(2, fixed={5: 0.0}), accumulators(2)
-    ours = one_update(W, b, G, data, start, profile="irbm", l1=0.0)[0]
-    peers = one_update(W, b, G, data, start, profile="irbm", l1=0.0, new_unit="peers")[0]
-    assert ours.model.n_hidden == peers.model.n_hidden == 3
-    for name in "Wbc":
-        old = slice(None) if name == "c" else slice(0, 2)
-        assert torch.equal(getattr(ours.model, name)[old], getattr(peers.model, name)[old])
-        assert torch.equal(ours.optimizer.accumulators[name][old],
-                           peers.optimizer.accumulators[name][old])
-    assert torch.equal(ours.chains, peers.chains)
+    ours, peers, G = grown_both_ways("peers", l1=0.0)
     epsilon = peers.optimizer.epsilon
     for name in "Wb":
         empty = ours.optimizer.accumulators[name][-1]  # g^2 alone
