@@ -153,10 +153,10 @@ class Trainer:
         its bias stays 0 with an empty accumulator and its weights' accumulator is g^2; or
         ("peers") as "update", its ADAGRAD accumulators starting at the other units' mean
         instead of empty. With an empty accumulator a first step is lr g / |g|, lr in size
-        per element however faint the gradient: at lr 0.05 a new unit's activation on a
-        CalTech101 silhouette (hundreds of pixels on) moves by several nats at once, which
-        draws the next z past it and grows again. Under "peers" a new unit steps as far as
-        the units already trained would on the same gradient.
+        per element however faint the gradient, so a new unit starts with every weight its
+        gradient touches at +-lr. Under "peers" it steps as far as the units already trained
+        would on the same gradient (on CalTech101 the units carrying weight then stayed at
+        230-245 where the default's swung over 183-599; results/README.md).
     pruning : {"all", "one", "none"}
         With L1, after the step, drop every trailing unit with all-zero parameters, at most
         one per update ("one", the authors'), or none (the paper's model without shrinking:
