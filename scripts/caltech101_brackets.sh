@@ -69,3 +69,12 @@ for seed in 1234 2; do
   [[ -d $model ]] || { mkdir -p "$model" && cp "$RUNS/rules/irbm-peers-s$seed"/{config.json,history.json,irbm-run.json,model.safetensors} "$model"; }
   [[ -f $model/evaluation.json ]] || irbm evaluate "$model" "${recipe[@]}" --max-seconds 1700
 done
+# Session 22, on one GPU (one call, BUDGET=280; merged back by hand): four uncertified models a
+# doubling or more further. The RBM-500 selected was killed at its 256,000-temperature level
+# before writing it (its 8,000 chains need more than 360 s there).
+# OUT=... BUDGET=280 bash scripts/gpu_brackets.sh \
+#   "results/models/rbm500-adagrad-selected --latest --bracket --continue" \
+#   "results/models/irbm-peers-s1234-e1000 --latest --bracket --continue" \
+#   "results/models/irbm-peers-s2-e1000 --latest --bracket --continue" \
+#   "results/models/irbm-average-s1234-selected --latest --bracket --continue" \
+#   "results/models/rbm100-adagrad-e1000 --latest --bracket --continue"
