@@ -3,7 +3,7 @@
     python scripts/paper_results.py RUN_DIR [RUN_DIR ...] \
         --out results/caltech101_point_estimates [--chains 500] [--betas 10000] \
         [--raise-rows 300] [--raise-betas 10000] \
-        [--bases data] [--seeds 0] [--data-dir DIR] [--threads 1] [--summary-by KEY[,KEY]]
+        [--bases data] [--seeds 0] [--data-dir DIR] [--threads 1] [--device cuda] [--summary-by KEY[,KEY]]
 
 Each RUN_DIR is an `irbm train` run directory (or a snapshot of one: a directory with
 model.safetensors, config.json and history.json). Several snapshots of one run joined by commas
@@ -49,6 +49,19 @@ PAPER = {
     "mnist": {("rbm", 500): (86.34, None, 5000), ("orbm", 500): (88.15, None, 500),
               ("irbm", "learned"): (85.65, None, 3000)},
 }
+
+
+# Where the evaluations run (--device): a setting of this invocation, not of the results,
+# which are the same distributions on any device (the caches are shared).
+DEVICE = None
+
+
+def _load(run_dir: Path):
+    return irbm.load(run_dir / "model.safetensors", device=DEVICE)
+
+
+def _rows(array) -> torch.Tensor:
+    return torch.as_tensor(array, device=DEVICE)
 
 
 def model_digest(model) -> str:
@@ -120,7 +133,7 @@ def evaluation_of(run_dir: Path, dataset, budget: dict) -> dict:
     the higher is the better, and neither path always wins: on the MNIST iRBM the linear
     path's ln Z was 30 nats below the pinned path's with uniform weights, on the MNIST oRBM the
     pinned path's 5 nats below the linear one's."""
-    model = irbm.load(run_dir / "model.safetensors")
+    model = _load(run_dir)
     records = sorted((evaluate_run(run_dir, dataset, budget, path) for path in model.ais_paths),
                      key=lambda record: -record["ais"][0]["log_z"])
     raised = [record["raise"] for record in records if record["raise"]]
@@ -130,7 +143,7 @@ def evaluation_of(run_dir: Path, dataset, budget: dict) -> dict:
 
 def evaluate_run(run_dir: Path, dataset, budget: dict, path: str = "linear") -> dict:
     """Evaluation record of one run directory on one AIS path (cached)."""
-    model = irbm.load(run_dir / "model.safetensors")
+    model = _load(run_dir)
     digest = model_digest(model)
     # The path joins the key, except the linear path: records made before paths existed used
     # it, and they stay valid.
@@ -139,8 +152,8 @@ def evaluate_run(run_dir: Path, dataset, budget: dict, path: str = "linear") -> 
     cache = run_dir / f"paper-eval-{key}.json"
     if cache.exists():
         return json.loads(cache.read_text())
-    test = torch.as_tensor(dataset.test)
-    train = torch.as_tensor(dataset.train)
+    test = _rows(dataset.test)
+    train = _rows(dataset.train)
     estimates = []
     for base in budget["bases"]:
         for seed in budget["seeds"]:
@@ -173,8 +186,8 @@ def row_for(run_dir: Path, dataset, budget: dict) -> dict:
     evaluation = evaluation_of(run_dir, dataset, budget)
     # A certain lower bound of ln Z (distinct test rows and Gibbs states from them): AIS below
     # it is wrong whatever its weights say, and the NLL is then bounded below only.
-    model = irbm.load(run_dir / "model.safetensors")
-    floor = evaluate.sampled_log_partition_floor(model, torch.as_tensor(dataset.test))
+    model = _load(run_dir)
+    floor = evaluate.sampled_log_partition_floor(model, _rows(dataset.test))
     first = evaluation["ais"][0]
     family, _, settings = describe(config)
     size_key = "learned" if family == "irbm" else evaluation["n_hidden"]
@@ -196,10 +209,10 @@ def row_for(run_dir: Path, dataset, budget: dict) -> dict:
 
 def selected_row(candidates: list[Path], dataset, budget: dict) -> dict:
     """The row of the snapshot with the best validation NLL (under its first AIS estimate)."""
-    valid = torch.as_tensor(dataset.valid)
+    valid = _rows(dataset.valid)
     rows = [row_for(run, dataset, budget) for run in candidates]
     for row in rows:
-        model = irbm.load(Path(row["run"]) / "model.safetensors")
+        model = _load(Path(row["run"]))
         row["valid_nll"] = evaluate.nll(model, valid, row["evaluation"]["ais"][0]["log_z"])[0]
     best = min(rows, key=lambda row: row["valid_nll"])
     best["selection"] = [{"epochs": row["epochs"], "valid_nll": row["valid_nll"]}
@@ -347,6 +360,7 @@ def main(argv=None) -> int:
                         help="settings to group runs by, comma-separated")
     parser.add_argument("--threads", type=int, default=1, help="for the evaluation (the "
                         "table reports each run's training threads, '?' when not recorded)")
+    parser.add_argument("--device", default=None, help="torch device for the evaluations")
     parser.add_argument("--rewrite-commands", dest="rewrite", action="store_true",
                         help="evaluate nothing: derive the commands of OUT.json's rows again "
                         "from their settings and replace them in OUT.json and OUT.md")
@@ -356,6 +370,8 @@ def main(argv=None) -> int:
     if args.summary_by:
         summary_keys(args.summary_by)  # a typo fails now, not after the evaluations
     torch.set_num_threads(args.threads)
+    global DEVICE
+    DEVICE = args.device
     dataset = load_dataset(args.dataset, data_dir=args.data_dir)
     budget = {"chains": args.chains, "betas": args.betas, "bases": args.bases.split(","),
               "seeds": [int(s) for s in args.seeds.split(",")], "raise_rows": args.raise_rows,
