@@ -3,7 +3,8 @@
     python scripts/paper_results.py RUN_DIR [RUN_DIR ...] \
         --out results/caltech101_point_estimates [--chains 500] [--betas 10000] \
         [--raise-rows 300] [--raise-betas 10000] \
-        [--bases data] [--seeds 0] [--data-dir DIR] [--threads 1] [--device cuda] [--summary-by KEY[,KEY]]
+        [--bases data] [--seeds 0] [--data-dir DIR] [--threads 1] [--device cuda] \
+        [--summary-by KEY[,KEY]]
 
 Each RUN_DIR is an `irbm train` run directory (or a snapshot of one: a directory with
 model.safetensors, config.json and history.json). Several snapshots of one run joined by commas
