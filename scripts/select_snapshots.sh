@@ -10,7 +10,7 @@
 #
 # AVERAGE=1 selects among the parameters' running averages (RUN/snapshots/EPOCH/average, from
 # `irbm train --average`), each given its run's training record in RUN-average/EPOCH.
-# The table is written to results/caltech101_NAME_selection.{md,json}.
+# The table is written to results/caltech101_NAME_selection.{md,json} (NAME less "-selected").
 set -euo pipefail
 run=$1 name=$2; shift 2
 (( $# )) || set -- 1000 2000 3000 4000
@@ -30,7 +30,7 @@ for epoch in "$@"; do
   fi
   candidates+=("$dir")
 done
-table="results/caltech101_${name}_selection"
+table="results/caltech101_${name%-selected}_selection"
 # shellcheck disable=SC2086  # EVAL is a list of options
 python scripts/paper_results.py "$(IFS=,; echo "${candidates[*]}")" --out "$table" $EVAL \
     ${DEVICE:+--device "$DEVICE"} >/dev/null
