@@ -166,3 +166,16 @@ EVERY=50 EPOCHS=4000 bash scripts/train_snapshots.sh "$RUNS/rules/irbm-peers-mer
     caltech101 --new-unit peers --last-batch merge --average 320 --seed 1234 "${common[@]}"
 EVERY=50 EPOCHS=4000 bash scripts/train_snapshots.sh "$RUNS/rules/irbm-peers-merge-avg-s2" irbm \
     caltech101 --new-unit peers --last-batch merge --average 320 --seed 2 "${common[@]}"
+# Session 22: both seeds to 4,000 epochs, then the paper's selection among the running averages
+# of epochs 1,000-4,000 (validation NLL, AIS point estimates), the selected model of each seed
+# bracketed on a GPU (scripts/gpu_brackets.sh; on a CPU drop --device, give it hours).
+for seed in 2 1234; do
+  AVERAGE=1 bash scripts/select_snapshots.sh "$RUNS/rules/irbm-peers-merge-avg-s$seed" \
+      "irbm-peers-average-s$seed-selected"
+done
+for seed in 2 1234; do
+  model="results/models/irbm-peers-average-s$seed-selected"
+  [[ -f $model/evaluation.json ]] || irbm evaluate "$model" --latest --bracket --chains 2000 \
+      --raise 500 --raise-repeats 4 --tolerance 1 --seed 21 --betas 16000 --base data \
+      --ais-path linear --device cuda --max-seconds 330
+done
