@@ -27,12 +27,16 @@ from __future__ import annotations
 PROFILES = {
     "irbm": {"epsilon_placement": "outside", "regularization": "proximal", "shuffle": True,
              "chains_per_update": "all", "growth": "any", "growth_trigger": "tail",
-             "new_unit": "update", "pruning": "all"},
+             "new_unit": "peers", "pruning": "all"},
     "authors": {"epsilon_placement": "inside", "regularization": "authors", "shuffle": False,
                 "chains_per_update": "rows", "growth": "chains", "growth_trigger": "last",
                 "new_unit": "chains", "pruning": "one"},
 }
 GROWTH_SETTINGS = ("growth", "growth_trigger", "new_unit", "pruning")
+# Values irbm's profile gave before they changed (new_unit "update" until session 22): every
+# run records the rules it resolved, fixed-size families' runs included, where they change
+# nothing, so such records stay valid.
+FORMER_IRBM = {"new_unit": ("update",)}
 
 
 def profile_values(profile: str, family_cls, optimizer: str) -> dict:

@@ -31,7 +31,7 @@ import torch
 
 from .models import FAMILIES, family_class
 from .optim import EPSILON_PLACEMENTS, OPTIMIZERS, REGULARIZATIONS
-from .profiles import GROWTH_SETTINGS, PROFILES, profile_help, profile_values
+from .profiles import FORMER_IRBM, GROWTH_SETTINGS, PROFILES, profile_help, profile_values
 from .strategies import REGROUPINGS
 from .training import GROWTH_RULES, RANDOM_STREAMS, RULES
 
@@ -290,7 +290,9 @@ class Settings:
                              f"optimizer {self.optimizer!r} has no epsilon: use optimizer "
                              "'adagrad' or leave epsilon_placement 'outside'")
         for name in GROWTH_SETTINGS:
-            if getattr(self, name) != PROFILES["irbm"][name] and not cls.resizable:
+            value = getattr(self, name)
+            if not cls.resizable and value != PROFILES["irbm"][name] and \
+                    value not in FORMER_IRBM.get(name, ()):
                 raise ValueError(f"{name} {getattr(self, name)!r} chooses how a model grows or "
                                  f"shrinks; {self.family} has a fixed number of hidden units")
         self._probe_family()

@@ -249,12 +249,13 @@ def test_growth_trigger_last_alone_grows_on_z_at_the_last_unit():
 
 
 def grown_both_ways(new_unit, **changes):
-    """One update of the same two-unit iRBM under irbm's new unit and under ``new_unit``,
-    which grows a third unit; checks that the two units already there, c and the chains are
-    the same after it either way. Returns (irbm's trainer, the other's, the accumulators)."""
+    """One update of the same two-unit iRBM under new_unit="update" (a new unit's first step
+    from the update's gradient, its accumulators empty) and under ``new_unit``, which grows a
+    third unit; checks that the two units already there, c and the chains are the same after
+    it either way. Returns ("update"'s trainer, the other's, the accumulators)."""
     W, b = GATE_UP.double(), torch.tensor([0.5, 0.0], dtype=torch.float64)
     data, start, G = rows(1), rows(2, fixed={5: 0.0}), accumulators(2)
-    ours = one_update(W, b, G, data, start, profile="irbm", **changes)[0]
+    ours = one_update(W, b, G, data, start, profile="irbm", new_unit="update", **changes)[0]
     theirs = one_update(W, b, G, data, start, profile="irbm", new_unit=new_unit, **changes)[0]
     assert ours.model.n_hidden == theirs.model.n_hidden == 3
     for name in "Wbc":
