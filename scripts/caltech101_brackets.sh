@@ -8,9 +8,12 @@ RUNS="${RUNS:-runs}"
 cd "$(dirname "$0")/.."
 paper=(--batch-size 64 --cd-k 10 --seed 1234 --threads 1)
 train() { EVERY=$1 EPOCHS=1000 bash scripts/train_snapshots.sh "$RUNS/$2" "${@:3}" "${paper[@]}"; }
-train 50 irbm-l1e-3 irbm caltech101 --n-hidden 1 --beta 1.01 --lr 0.05 --l1 0.001
+# (--new-unit update: irbm's default new unit until session 22, named so that the lines train
+# what they trained then)
+train 50 irbm-l1e-3 irbm caltech101 --n-hidden 1 --beta 1.01 --lr 0.05 --l1 0.001 --new-unit update
 train 50 irbm-authors irbm caltech101 --profile authors --n-hidden 1 --beta 1.01 --lr 0.05 --l1 0.001
-train 50 irbm-growth-data irbm caltech101 --growth data --n-hidden 1 --beta 1.01 --lr 0.05 --l1 0.001
+train 50 irbm-growth-data irbm caltech101 --growth data --n-hidden 1 --beta 1.01 --lr 0.05 --l1 0.001 \
+    --new-unit update
 train 250 rbm500-adagrad rbm caltech101 --n-hidden 500 --lr 0.01
 train 250 orbm500-l1e-3 orbm caltech101 --n-hidden 500 --beta 1.01 --lr 0.01 --l1 0.001
 train 500 rbm100-adagrad rbm caltech101 --n-hidden 100 --lr 0.1
@@ -42,7 +45,7 @@ done
 for seed in 1 2; do
   run="$RUNS/irbm-l1e-3-s$seed-e1000" model="results/models/irbm-l1e-3-s$seed-e1000"
   irbm train irbm caltech101 --n-hidden 1 --beta 1.01 --epochs 1000 --lr 0.05 --l1 0.001 \
-      "${paper[@]:0:4}" --seed "$seed" --threads 1 --out "$run"
+      "${paper[@]:0:4}" --seed "$seed" --threads 1 --new-unit update --out "$run"
   [[ -d $model ]] || { mkdir -p "$model" && cp "$run"/{config.json,history.json,irbm-run.json,model.safetensors} "$model"; }
   [[ -f $model/evaluation.json ]] || irbm evaluate "$model" "${recipe[@]}" --max-seconds $((1600 + 400 * seed))
 done

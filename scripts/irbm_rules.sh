@@ -9,8 +9,14 @@ set -euo pipefail
 RUNS="${RUNS:-runs}"
 cd "$(dirname "$0")/.."
 common=(--n-hidden 1 --beta 1.01 --lr 0.05 --l1 0.001 --batch-size 64 --cd-k 10 --threads 1)
-train() { EVERY=50 EPOCHS=1000 bash scripts/train_snapshots.sh "$RUNS/$1" irbm caltech101 \
-    "${@:2}" "${common[@]}"; }
+# The runs before session 22 were trained when irbm's default new unit was "update" (its default
+# since then is "peers"): they name it, so that each line trains what it trained then.
+former=(--new-unit update)
+train() {  # the authors' profile sets its own new unit
+  local rule=("${former[@]}"); [[ " ${*:2} " == *" --profile authors "* ]] && rule=()
+  EVERY=50 EPOCHS=1000 bash scripts/train_snapshots.sh "$RUNS/$1" irbm caltech101 \
+      "${rule[@]}" "${@:2}" "${common[@]}"
+}
 train seed2/irbm-default --seed 2
 train seed2/irbm-authors --profile authors --seed 2
 train seed2/irbm-growth-data --growth data --seed 2
@@ -28,7 +34,7 @@ train rules/irbm-expected-s1234 --growth expected --seed 1234
 train rules/irbm-expected-s2 --growth expected --seed 2
 # Where in an epoch the NLL moves (session 15): the expected-growth run of seed 1234 again to
 # epoch 499, then its epoch 500 update by update (its epoch-500 snapshot had spiked).
-irbm train irbm caltech101 --growth expected --seed 1234 "${common[@]}" --epochs 499 --quiet \
+irbm train irbm caltech101 "${former[@]}" --growth expected --seed 1234 "${common[@]}" --epochs 499 --quiet \
     --out "$RUNS/rules/irbm-expected-s1234-e499"
 python scripts/epoch_updates.py "$RUNS/rules/irbm-expected-s1234-e499" \
     --updates 0,16,32,48,56,60,62,63,64 --alternatives 2 --out results/caltech101_irbm_last_batch
@@ -44,7 +50,7 @@ train rules/irbm-merge-s2 --last-batch merge --seed 2
       --tolerance 1 --seed 0 --max-seconds 1200 --threads 1
 # Biases free of L1 (--regularization weights): it never shrinks, stopped at 300 epochs.
 EVERY=50 EPOCHS=300 bash scripts/train_snapshots.sh "$RUNS/rules/irbm-weights-s1234" irbm \
-    caltech101 --regularization weights --seed 1234 "${common[@]}"
+    caltech101 "${former[@]}" --regularization weights --seed 1234 "${common[@]}"
 python scripts/trajectory_figure.py \
     "irbm default/seed 1234=$RUNS/irbm-l1e-3" "irbm default/seed 2=$RUNS/seed2/irbm-default" \
     "authors profile/seed 1234=$RUNS/irbm-authors" "authors profile/seed 2=$RUNS/seed2/irbm-authors" \
@@ -63,7 +69,7 @@ python scripts/trajectory_figure.py \
 # The merged-minibatch run of seed 2 on to the paper's 4,000 epochs (session 16; snapshots every
 # 250 from 1,000), its size and NLL over that span, and a bracket at 4,000.
 EVERY=250 EPOCHS=4000 bash scripts/train_snapshots.sh "$RUNS/rules/irbm-merge-s2" irbm \
-    caltech101 --last-batch merge --seed 2 "${common[@]}"
+    caltech101 "${former[@]}" --last-batch merge --seed 2 "${common[@]}"
 [[ -d results/models/irbm-merge-s2-e4000 ]] || cp -r "$RUNS/rules/irbm-merge-s2/snapshots/4000" \
     results/models/irbm-merge-s2-e4000
 [[ -f results/models/irbm-merge-s2-e4000/evaluation.json ]] ||
@@ -75,7 +81,7 @@ EVERY=250 EPOCHS=4000 bash scripts/train_snapshots.sh "$RUNS/rules/irbm-merge-s2
 # average, so its raw models are rules/irbm-merge-s1234's); (b) from epoch 4,000 of seed 2 on
 # for 250 epochs, snapshots every 25, both models evaluated at each.
 EVERY=50 EPOCHS=1000 bash scripts/train_snapshots.sh "$RUNS/avg/merge-s1234-avg320" irbm \
-    caltech101 --last-batch merge --seed 1234 --average 320 "${common[@]}"
+    caltech101 "${former[@]}" --last-batch merge --seed 1234 --average 320 "${common[@]}"
 if [[ ! -d $RUNS/avg/merge-s2-avg320 ]]; then
   mkdir -p "$RUNS/avg/merge-s2-avg320/snapshots"
   for f in checkpoint.safetensors config.json history.json irbm-run.json model.safetensors; do
@@ -83,7 +89,7 @@ if [[ ! -d $RUNS/avg/merge-s2-avg320 ]]; then
   done
 fi
 EVERY=25 EPOCHS=4250 bash scripts/train_snapshots.sh "$RUNS/avg/merge-s2-avg320" irbm \
-    caltech101 --last-batch merge --seed 2 --average 320 --force "${common[@]}"
+    caltech101 "${former[@]}" --last-batch merge --seed 2 --average 320 --force "${common[@]}"
 # Both models of its last snapshot (4,250), bracketed as the 4,000-epoch one was.
 for model in irbm-merge-s2-e4250 irbm-merge-s2-e4250-average; do
   source="$RUNS/avg/merge-s2-avg320/snapshots/4250"
@@ -114,7 +120,7 @@ python scripts/trajectory_figure.py "last minibatch merged/seed 2=$RUNS/rules/ir
 # then the paper's model selection among the averaged models of epochs 1,000-4,000 (validation
 # NLL, AIS point estimates as for the authors' profile), the selected one bracketed.
 EVERY=50 EPOCHS=4000 bash scripts/train_snapshots.sh "$RUNS/avg/merge-s1234-avg320" irbm \
-    caltech101 --last-batch merge --seed 1234 --average 320 "${common[@]}"
+    caltech101 "${former[@]}" --last-batch merge --seed 1234 --average 320 "${common[@]}"
 candidates=()
 for epoch in 1000 2000 3000 4000; do
   # The averaged model's directory with the run's training record (which it shares).
@@ -167,15 +173,24 @@ EVERY=50 EPOCHS=4000 bash scripts/train_snapshots.sh "$RUNS/rules/irbm-peers-mer
 EVERY=50 EPOCHS=4000 bash scripts/train_snapshots.sh "$RUNS/rules/irbm-peers-merge-avg-s2" irbm \
     caltech101 --new-unit peers --last-batch merge --average 320 --seed 2 "${common[@]}"
 # Session 22: both seeds to 4,000 epochs, then the paper's selection among the running averages
-# of epochs 1,000-4,000 (validation NLL, AIS point estimates), the selected model of each seed
-# bracketed on a GPU (scripts/gpu_brackets.sh; on a CPU drop --device, give it hours).
+# of epochs 1,000-4,000 (validation NLL, AIS point estimates, one CPU thread each), the selected
+# model of each seed bracketed on one GPU (scripts/gpu_brackets.sh, merged back by hand), and
+# the trajectories of both seeds (raw and averaged) every 200 epochs, and every 50 over 500-1,000.
 for seed in 2 1234; do
   AVERAGE=1 bash scripts/select_snapshots.sh "$RUNS/rules/irbm-peers-merge-avg-s$seed" \
       "irbm-peers-average-s$seed-selected"
 done
-for seed in 2 1234; do
-  model="results/models/irbm-peers-average-s$seed-selected"
-  [[ -f $model/evaluation.json ]] || irbm evaluate "$model" --latest --bracket --chains 2000 \
-      --raise 500 --raise-repeats 4 --tolerance 1 --seed 21 --betas 16000 --base data \
-      --ais-path linear --device cuda --max-seconds 330
-done
+# OUT=... BUDGET=320 bash scripts/gpu_brackets.sh \
+#   "results/models/irbm-peers-average-s2-selected --latest --bracket --chains 2000 --raise 500 --raise-repeats 4 --tolerance 1 --seed 21 --betas 16000 --base data --ais-path linear" \
+#   "results/models/irbm-peers-average-s1234-selected --latest --bracket --chains 2000 --raise 500 --raise-repeats 4 --tolerance 1 --seed 21 --betas 16000 --base data --ais-path linear"
+# OUT=... BUDGET=185 bash scripts/gpu_brackets.sh \
+#   "results/models/irbm-peers-average-s1234-selected --latest --bracket --continue"
+peers_runs=(
+  "peers, merged, raw/seed 1234=$RUNS/rules/irbm-peers-merge-avg-s1234"
+  "peers, merged, raw/seed 2=$RUNS/rules/irbm-peers-merge-avg-s2"
+  "peers, merged, average of 320 updates/seed 1234=$RUNS/rules/irbm-peers-merge-avg-s1234@average"
+  "peers, merged, average of 320 updates/seed 2=$RUNS/rules/irbm-peers-merge-avg-s2@average")
+python scripts/trajectory_figure.py "${peers_runs[@]}" --every 200 \
+    --out results/caltech101_irbm_peers_average_e4000
+python scripts/trajectory_figure.py "${peers_runs[@]}" --every 50 --since 500 --until 1000 \
+    --out results/caltech101_irbm_peers_average_e1000
