@@ -223,6 +223,12 @@ def test_the_profile_leaves_the_growth_rules_of_fixed_size_families_and_sgd_alon
     assert (settings.regularization, settings.shuffle) == ("authors", False)
     with pytest.raises(ValueError, match="orbm has a fixed number of hidden units"):
         Settings(family="orbm", dataset="digits", new_unit="chains")
+    # Records made while new_unit "update" was irbm's default carry it for every family (it
+    # changes nothing for a fixed size): they still load, and so does today's default.
+    assert Settings(family="rbm", dataset="digits", new_unit="update").new_unit == "update"
+    assert Settings(family="orbm", dataset="digits").new_unit == "peers"
+    with pytest.raises(ValueError, match="rbm has a fixed number of hidden units"):
+        Settings(family="rbm", dataset="digits", new_unit="chains")
 
 
 def test_growth_chains_alone_stops_the_data_z_from_growing_the_model():
