@@ -111,6 +111,8 @@ def bar_log_ratio(forward, backward) -> float:
     high = -min(forward.min(), backward.min()) + 50.0
     for _ in range(200):
         middle = 0.5 * (low + high)
+        if middle in (low, high):  # the interval is down to adjacent floats: nothing changes
+            break
         if balance(middle) > 0:
             high = middle
         else:
