@@ -129,15 +129,16 @@ def test_ais_matches_exact_log_partition(family, path, kind, base, trained):
     assert result.samples.shape == (N_CHAINS, N_VISIBLE) and result.n_betas == N_BETAS
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_the_eager_linear_steps_match_the_exact_log_partition(family, trained, monkeypatch):
-    """The linear path's eager steps (what runs on CUDA or without numba; on a CPU with numba
-    the test above runs the fused kernels) on the trained models, same budget and checks."""
+@pytest.mark.parametrize("family, path", FAMILY_PATHS)
+def test_the_eager_steps_match_the_exact_log_partition(family, path, trained, monkeypatch):
+    """Each path's eager steps (what runs on CUDA without Triton or without numba; on a CPU
+    with numba the test above runs the fused kernels) on the trained models, same budget and
+    checks."""
     monkeypatch.setenv("IRBM_KERNELS", "off")
     data, models = trained
     model = models[family]
     exact = model.log_partition_exact()
-    result = estimate_log_partition(model, N_CHAINS, N_BETAS, base="data", path="linear",
+    result = estimate_log_partition(model, N_CHAINS, N_BETAS, base="data", path=path,
                                     data=data, seed=11, progress=False)
     assert abs(result.log_z - exact) < 0.1
     assert result.log_z_low <= exact <= result.log_z_high

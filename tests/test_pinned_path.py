@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from irbm import RBM, InfiniteRBM, OrderedRBM
+from irbm import RBM, InfiniteRBM, OrderedRBM, kernels
 from irbm.ais import estimate_log_partition
 from irbm.evaluate import raise_nll
 from irbm.models import UniformSource
@@ -87,27 +87,44 @@ def test_densities_and_base_partition_match_enumeration(family):
         (-model.free_energy(visibles)).detach().numpy(), abs=1e-9)
 
 
+def switch_kernels(mode, monkeypatch):
+    """IRBM_KERNELS=mode; "on" skips where numba cannot load (the steps would be eager)."""
+    if mode == "on" and not kernels.compiled_available():
+        pytest.skip("numba missing or IRBM_KERNELS=off: no fused steps to check")
+    monkeypatch.setenv("IRBM_KERNELS", mode)
+
+
+# While z is pinned on both sides a step runs on irbm.kernels ("on"), else eagerly.
+KERNELS = ["on", "off"]
+
+
+@pytest.mark.parametrize("kernels_mode", KERNELS)
 @pytest.mark.parametrize("family", ["orbm", "irbm"])
 @pytest.mark.parametrize("t_from, t_to", [(0.2, 0.5), (0.7, 0.75), (0.74, 0.76), (0.8, 0.9),
                                           (0.99, 1.0), (0.76, 0.74), (0.0, 1.0), (1.0, 0.9)])
-def test_step_returns_the_log_ratio_at_the_current_state(family, t_from, t_to):
+def test_step_returns_the_log_ratio_at_the_current_state(family, t_from, t_to, kernels_mode,
+                                                         monkeypatch):
+    switch_kernels(kernels_mode, monkeypatch)
     model = make(family, seed=1)
     base_bias = torch.linspace(0.5, -0.5, N_VISIBLE, dtype=torch.float64)
     path = PinnedPath(model, base_bias, PIN)
     visible = all_visibles()
     path.start(visible, UniformSource(0, model.device))
+    assert (path.philox is not None) == (kernels_mode == "on")
     expected = np.array([reference_log_f(model, base_bias, v, t_to)
                          - reference_log_f(model, base_bias, v, t_from) for v in visible])
     assert path.step(t_from, t_to).numpy() == pytest.approx(expected, abs=1e-9)
 
 
+@pytest.mark.parametrize("kernels_mode", KERNELS)
 @pytest.mark.parametrize("family", ["orbm", "irbm"])
 @pytest.mark.parametrize("t_from, t", [(0.5, 0.5), (0.75, 0.75), (0.9, 0.9), (1.0, 1.0),
                                        (0.76, 0.74), (0.74, 0.76)])
-def test_the_transition_leaves_f_t_invariant(family, t_from, t):
+def test_the_transition_leaves_f_t_invariant(family, t_from, t, kernels_mode, monkeypatch):
     """Chains drawn exactly from f_t stay distributed as f_t after one step(t_from, t) (the
     transition depends on t only, but a step across the release computes every unit): the state
     frequencies match f_t within 5 standard errors, state by state."""
+    switch_kernels(kernels_mode, monkeypatch)
     model = make(family, seed=2)
     base_bias = torch.zeros(N_VISIBLE, dtype=torch.float64)
     path = PinnedPath(model, base_bias, PIN)

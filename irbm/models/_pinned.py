@@ -31,6 +31,7 @@ import math
 import torch
 from torch.nn import functional
 
+from .. import kernels
 from ._annealing import UniformSource
 from ._base import index_from_cdf
 from ._bipartite import BipartitePath
@@ -57,7 +58,9 @@ class PinnedPath(BipartitePath):
         Pin strength (nats per unit of |z - K|) at the start of the release.
     """
 
-    fused_steps = False  # its own step, eager throughout
+    # While z is pinned a step is a plain RBM's over the K units: it and every visible draw run
+    # on irbm.kernels where they can (another random stream); the release's z step stays eager.
+    fused_steps = True
 
     def __init__(self, model, base_visible_bias, pin: int, *, release_fraction: float = 0.25,
                  kappa_max: float = 5.0):
@@ -142,6 +145,8 @@ class PinnedPath(BipartitePath):
         self.z_uniform = torch.empty(n_chains, 1, dtype=model.dtype, device=model.device)
         self.draw_z = uniforms.filler(self.z_uniform)
         self.unit_index = torch.arange(model.n_hidden, device=model.device)
+        self.activation = torch.empty_like(self.visible)
+        self.philox = self._kernel_stream(uniforms)
 
     def _log_ratio(self, preactivation, t_from, t_to):
         """(ln f_{t_to} - ln f_{t_from} without the visible term (n_chains,) float64, the
@@ -174,19 +179,32 @@ class PinnedPath(BipartitePath):
         model, n_units = self.model, self._units(t_from, t_to)
         weight = model.W.detach()[:n_units]
         preactivation = torch.addmm(model.b.detach()[:n_units], self.visible, weight.t())
-        delta, columns = self._log_ratio(preactivation, t_from, t_to)
+        u_from, u = self._coupling(t_from), self._coupling(t_to)
+        if self.philox is not None and max(t_from, t_to) <= self.split:
+            # Pinned on both sides: n_units is K, and the step is an annealed RBM layer.
+            hidden, gains = kernels.annealed_bernoulli(preactivation, u_from, u, self.philox)
+            delta = gains.double() - (self._penalty(u) - self._penalty(u_from))
+        else:
+            delta, hidden = self._eager_hidden_step(preactivation, t_from, t_to)
         if self.anneal_visible:
-            shift = self._coupling(t_to) - self._coupling(t_from)
-            delta += shift * (self.visible @ self.visible_shift).double()
-        uniform = self.draw_hidden[n_units]()
+            delta += (u - u_from) * (self.visible @ self.visible_shift).double()
+        torch.addmm(self._visible_bias(t_to), hidden, weight, alpha=u, out=self.activation)
+        if self.philox is not None:
+            kernels.bernoulli_from_logits(self.activation, self.philox, out=self.visible)
+        else:
+            torch.lt(self.draw_visible(), self.activation.sigmoid_(), out=self.visible)
+        return delta
+
+    def _eager_hidden_step(self, preactivation, t_from, t_to):
+        """(ln f_{t_to} - ln f_{t_from} without the visible term (n_chains,), h (n_chains,
+        n_units) drawn at t_to, with z drawn first once it is released)."""
+        delta, columns = self._log_ratio(preactivation, t_from, t_to)
+        uniform = self.draw_hidden[preactivation.shape[1]]()
         if columns is None:  # pinned: units past K stay off (a uniform of 1 never wins)
             uniform[:, self.pin:] = 1.0
         else:  # released: z drawn by inverting the CDF of P(z | v) at t_to
             cdf = columns.sub_(columns.amax(1, keepdim=True)).exp_().cumsum_(1)
             last_unit = index_from_cdf(cdf, self.draw_z())  # z - 1
             uniform.masked_fill_(self.unit_index > last_unit, 1.0)
-        u = self._coupling(t_to)
-        hidden = torch.lt(uniform, torch.sigmoid(preactivation * u)).to(model.dtype)
-        activation = torch.addmm(self._visible_bias(t_to), hidden, weight, alpha=u)
-        torch.lt(self.draw_visible(), activation.sigmoid_(), out=self.visible)
-        return delta
+        hidden = torch.lt(uniform, torch.sigmoid(preactivation * self._coupling(t_to)))
+        return delta, hidden.to(self.model.dtype)
