@@ -119,13 +119,16 @@ def _random_model(family, seed):
 
 @pytest.mark.parametrize("family", ["rbm", "orbm", "irbm"])
 def test_raise_brackets_the_exact_nll_with_ais_and_converges(family):
-    """Few temperatures: RAISE's NLL is clearly above the exact NLL (conservative). Many: both
-    AIS and RAISE are close to it, AIS not above and RAISE not below beyond noise."""
+    """Few temperatures: RAISE's NLL is clearly above the exact NLL (conservative), on average
+    over 8 runs (one run's excess has a standard deviation of 0.06 nat on the iRBM, its mean
+    0.10: a single seed fell below 0.05 one time in five). Many: both AIS and RAISE are close
+    to it, AIS not above and RAISE not below beyond noise."""
     model = _random_model(family, seed=1)
     data = irbm.sampling.sample(model, 60, 200, generator=0, progress=False).samples
     exact = float(-model.log_likelihood_exact(data).mean())
-    coarse = evaluate.raise_nll(model, data, n_betas=5, seed=0, progress=False)
-    assert coarse.mean > exact + 0.05, (coarse.mean, exact)
+    coarse = np.mean([evaluate.raise_nll(model, data, n_betas=5, seed=seed, progress=False).mean
+                      for seed in range(8)])
+    assert coarse > exact + 0.05, (coarse, exact)
     fine = evaluate.raise_nll(model, data, n_betas=1500, n_repeats=4, seed=0, progress=False)
     optimistic = evaluate.ais_nll(model, data, n_chains=200, n_betas=1500, seed=0,
                                   progress=False)
