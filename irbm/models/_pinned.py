@@ -58,8 +58,9 @@ class PinnedPath(BipartitePath):
         Pin strength (nats per unit of |z - K|) at the start of the release.
     """
 
-    # While z is pinned a step is a plain RBM's over the K units: it and every visible draw run
-    # on irbm.kernels where they can (another random stream); the release's z step stays eager.
+    # While z is pinned a step is a plain RBM's over the K units, and once released the
+    # ordered families' z step with tilted penalties: both, and every visible draw, run on
+    # irbm.kernels where they can (another random stream); the step across the release is eager.
     fused_steps = True
 
     def __init__(self, model, base_visible_bias, pin: int, *, release_fraction: float = 0.25,
@@ -147,6 +148,9 @@ class PinnedPath(BipartitePath):
         self.unit_index = torch.arange(model.n_hidden, device=model.device)
         self.activation = torch.empty_like(self.visible)
         self.philox = self._kernel_stream(uniforms)
+        # The release's tilt -kappa |z - K| as per-unit penalties: -kappa up to K, +kappa beyond.
+        self.released_penalties = model._penalties_from(model.b.detach())
+        self.tilt = torch.where(self.unit_index < self.pin, -1.0, 1.0).to(model.dtype)
 
     def _log_ratio(self, preactivation, t_from, t_to):
         """(ln f_{t_to} - ln f_{t_from} without the visible term (n_chains,) float64, the
@@ -184,6 +188,8 @@ class PinnedPath(BipartitePath):
             # Pinned on both sides: n_units is K, and the step is an annealed RBM layer.
             hidden, gains = kernels.annealed_bernoulli(preactivation, u_from, u, self.philox)
             delta = gains.double() - (self._penalty(u) - self._penalty(u_from))
+        elif self.philox is not None and min(t_from, t_to) > self.split:
+            delta, hidden = self._released_hidden_step(preactivation, t_from, t_to)
         else:
             delta, hidden = self._eager_hidden_step(preactivation, t_from, t_to)
         if self.anneal_visible:
@@ -194,6 +200,20 @@ class PinnedPath(BipartitePath):
         else:
             torch.lt(self.draw_visible(), self.activation.sigmoid_(), out=self.visible)
         return delta
+
+    def _released_hidden_step(self, preactivation, t_from, t_to):
+        """`_eager_hidden_step` of two released temperatures on irbm.kernels: the columns
+        tilted by -kappa |z - K| are the model's with each unit's penalty moved by kappa times
+        `tilt` and the tail's ratio by e^-kappa, up to the constant kappa K (which cancels
+        but for its change)."""
+        model, kappa_from, kappa_to = self.model, self._kappa(t_from), self._kappa(t_to)
+        _, _, previous = kernels.ordered_hidden(
+            preactivation, self.released_penalties + kappa_from * self.tilt,
+            model._tilted_log_tail(kappa_from), None)
+        hidden, _, current = kernels.ordered_hidden(
+            preactivation, self.released_penalties + kappa_to * self.tilt,
+            model._tilted_log_tail(kappa_to), self.philox)
+        return current - previous - (kappa_to - kappa_from) * self.pin, hidden
 
     def _eager_hidden_step(self, preactivation, t_from, t_to):
         """(ln f_{t_to} - ln f_{t_from} without the visible term (n_chains,), h (n_chains,
