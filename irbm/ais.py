@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 
 from ._ais_chains import check_path, run_chains, run_reverse_chains
 from ._io import atomic_write
-from .kernels import compiled_available
+from .kernels import runs_on
 from .models import TrajectoryPath
 
 
@@ -396,8 +396,8 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
             # Every model along a trajectory, not only how many; and whether the fused kernels
             # (another random stream) drew the chains, so a resumed run never mixes streams.
             "trajectory": [_digest(*m.state_dict().values()) for m in trajectory or []],
-            "kernels": annealing.fused_steps and device.type == "cpu"
-            and compiled_available(),
+            "kernels": annealing.fused_steps
+            and runs_on(torch.empty(1, dtype=dtype, device=device)),
             "n_chains": n_chains, "seed": seed,
             "chain_batch_size": chain_batch_size, "dtype": str(dtype), "device": device.type})
         all_log_weights, all_samples, seconds = _load_checkpoint(checkpoint_path, config)

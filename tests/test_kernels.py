@@ -648,7 +648,8 @@ def test_the_kernels_do_not_depend_on_the_thread_count(dtype, restore_threads, m
     v = random_visible(203, model.n_visible, dtype, seed=10)
     from irbm.kernels import _compiled
     pairs = (_compiled.bernoulli_logits, _compiled.ordered_units, _compiled.annealed_units,
-             _compiled.ordered_statistics)
+             _compiled.ordered_statistics, _compiled.released_units)
+    tilts = [-kappa * (torch.arange(38, dtype=dtype) - 20).abs() for kappa in (0.5, 0.25)]
     for pair in pairs:
         monkeypatch.setattr(pair[1], "split_calls", 0)
     results = []
@@ -663,7 +664,8 @@ def test_the_kernels_do_not_depend_on_the_thread_count(dtype, restore_threads, m
                                    z=torch.arange(203) % 37 + 1),
                    *kernels.annealed_bernoulli(logits, 0.25, 0.5, stream),
                    *kernels.ordered_statistics(logits, penalties, 0.5,
-                                               torch.linspace(-1, 1, 203, dtype=dtype), stream)]
+                                               torch.linspace(-1, 1, 203, dtype=dtype), stream),
+                   *kernels.released_hidden(logits, penalties, 0.5, *tilts, stream)]
         v_next, state = model.gibbs_step(v, stream)
         outputs += [v_next, state.h, state.z, stream.get_state()]
         results.append(outputs)

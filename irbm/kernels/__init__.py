@@ -24,7 +24,8 @@ from .philox import PhiloxGenerator, blocks_per_row
 
 __all__ = ["PhiloxGenerator", "adagrad_step", "annealed_bernoulli", "bernoulli_from_logits",
            "blocks_per_row",
-           "compiled_available", "ordered_hidden", "ordered_statistics", "runs_on", "usable"]
+           "compiled_available", "ordered_hidden", "ordered_statistics", "released_hidden",
+           "runs_on", "usable"]
 
 try:  # numba is a dependency, but the library must work (slower) where it cannot load
     from . import _compiled
@@ -178,6 +179,46 @@ def ordered_hidden(preactivation: torch.Tensor, penalties: torch.Tensor, log_tai
         log_tail is not None, z.numpy(), draw_z, draw_h, hidden.numpy(), log_sum.numpy(),
         np.int64(z_block), np.int64(hidden_block), *key)
     return hidden, z, log_sum
+
+
+def released_hidden(preactivation: torch.Tensor, penalties: torch.Tensor, log_tail,
+                    tilt_from: torch.Tensor, tilt_to: torch.Tensor, generator: PhiloxGenerator):
+    """(h, delta) of the pinned AIS path's release step, fused (CPU only; no Triton version).
+
+    With the columns of `ordered_hidden` at scale 1 (log w_z, z = 1..K, and the tail's), and
+    L(tilt) = log sum_z exp(log w_z + tilt_z): delta = L(tilt_to) - L(tilt_from) (N,) float64,
+    from one set of columns shifted by their maximum, so that float32's rounding of the
+    columns cancels; z ~ w exp(tilt_to) / sum, h_i ~ Bernoulli(sigmoid(a_i)) for i <= z.
+
+    Parameters
+    ----------
+    preactivation : Tensor (N, K)
+    penalties : Tensor (K,)
+    log_tail : float or None
+    tilt_from, tilt_to : Tensor (n_columns,)
+        K columns, and one more for the tail when ``log_tail`` is not None.
+    generator : PhiloxGenerator
+        Takes an (N, 1) draw for z, then an (N, K) draw for h (`ordered_hidden`'s order).
+
+    Returns
+    -------
+    h : Tensor (N, K), delta : float64 Tensor (N,)
+    """
+    if preactivation.is_cuda:
+        raise RuntimeError("released_hidden runs on the CPU only: take the eager step on CUDA")
+    n_rows, n_units = preactivation.shape
+    hidden = torch.empty_like(preactivation)
+    delta = torch.empty(n_rows, dtype=torch.float64)
+    z_block = generator.take(n_rows, 1)
+    hidden_block = generator.take(n_rows, n_units)
+    dtype = preactivation.dtype
+    _variant(_compiled.released_units, preactivation.numel())(
+        preactivation.numpy(), penalties.to(dtype).contiguous().numpy(),
+        preactivation.new_tensor(0.0 if log_tail is None else float(log_tail)).numpy()[()],
+        log_tail is not None, tilt_from.to(dtype).contiguous().numpy(),
+        tilt_to.to(dtype).contiguous().numpy(), hidden.numpy(), delta.numpy(),
+        np.int64(z_block), np.int64(hidden_block), *_key(generator))
+    return hidden, delta
 
 
 def ordered_statistics(preactivation: torch.Tensor, penalties: torch.Tensor, log_tail,

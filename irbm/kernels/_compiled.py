@@ -357,6 +357,57 @@ def _ordered_units(preactivation, scale, penalties, log_tail, has_tail, z, draw_
             hidden[row, i] = zero
 
 
+def _released_units(preactivation, penalties, log_tail, has_tail, tilt_from, tilt_to, hidden,
+                    delta, z_block, hidden_block, k0, k1):
+    """The pinned AIS path's release step for each row r (`irbm.models._pinned`), in one pass:
+    the columns of `_ordered_units` at scale 1, shifted by their maximum once, then for each
+    tilt (n_columns,) the log-sum of exp(column + tilt); delta_r = log-sum at ``tilt_to`` -
+    log-sum at ``tilt_from`` (float64), z_r drawn from the columns tilted by ``tilt_to`` and
+    h_ri = [i < z_r] [u_ri < sigmoid(a_ri)].
+
+    Both log-sums read the same shifted columns, so float32's rounding of the columns (hundreds
+    to thousands of nats on trained models) cancels in delta, as in the eager step."""
+    n_rows, n_units = preactivation.shape
+    n_columns = n_units + 1 if has_tail else n_units
+    per_row = (n_units + 3) // 4
+    for row in range(n_rows):
+        a = preactivation[row]
+        zero, one = _cast(0.0, a[0]), _cast(1.0, a[0])
+        floor = _cast(EXP_FLOOR, a[0])
+        columns, decay = np.empty(n_columns, a.dtype), np.empty(n_units, a.dtype)
+        for i in range(n_units):  # vectorized
+            decay[i] = _decay(a[i])
+            columns[i] = _softplus_of(a[i], decay[i]) - penalties[i]
+        top = _prefix_sum_max(columns, n_units)
+        if has_tail:
+            columns[n_units] = columns[n_units - 1] + log_tail
+            top = columns[n_units] if columns[n_units] > top else top
+        tilted = np.empty(n_columns, a.dtype)
+        log_sums = np.empty(2, np.float64)
+        for side in range(2):
+            tilt = tilt_from if side == 0 else tilt_to
+            for i in range(n_columns):  # vectorized
+                tilted[i] = (columns[i] - top) + tilt[i]
+            peak = tilted[0]
+            for i in range(1, n_columns):
+                peak = tilted[i] if tilted[i] > peak else peak
+            for i in range(n_columns):  # vectorized
+                tilted[i] = _exp(max(tilted[i] - peak, floor))
+            _prefix_sum_max(tilted, n_columns)  # the unnormalized CDF
+            log_sums[side] = np.float64(peak) + math.log(np.float64(tilted[n_columns - 1]))
+        delta[row] = log_sums[1] - log_sums[0]
+        total = tilted[n_columns - 1]  # the CDF at tilt_to, from the last side
+        u = np.empty(4, a.dtype)
+        _row_uniforms(u, z_block + row, k0, k1)
+        selected = min(_search(tilted, (one - u[0]) * total) + 1, n_units)
+        uniform = np.empty(4 * per_row, a.dtype)
+        _row_uniforms(uniform, hidden_block + row * per_row, k0, k1)
+        for i in range(selected):  # vectorized
+            hidden[row, i] = one if _below_sigmoid(uniform[i], a[i], decay[i]) else zero
+        for i in range(selected, n_units):
+            hidden[row, i] = zero
+
+
 def _ordered_statistics(preactivation, penalties, log_tail, has_tail, row_weights, z, draw_z,
                         weighted_hidden, kept, tail, z_block, k0, k1):
     """The ordered families' z-aware gradient statistics for each row r, in one pass:
@@ -513,6 +564,8 @@ annealed_units = _compiled_pair(_annealed_units, lambda args, start, stop: _rows
     args, start, stop, (0, 3, 4), {5: _per_row(args)}))
 ordered_units = _compiled_pair(_ordered_units, lambda args, start, stop: _rows(
     args, start, stop, (0, 5, 8, 9), {10: 1, 11: _per_row(args)}))
+released_units = _compiled_pair(_released_units, lambda args, start, stop: _rows(
+    args, start, stop, (0, 6, 7), {8: 1, 9: _per_row(args)}))
 ordered_statistics = _compiled_pair(_ordered_statistics, lambda args, start, stop: _rows(
     args, start, stop, (0, 4, 5, 7, 8, 9), {10: 1}))
 # G + g * g as one fused multiply-add, as torch's addcmul computes it (the eager reference).

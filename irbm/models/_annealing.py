@@ -54,8 +54,9 @@ class AnnealingPath(abc.ABC):
 
     log_base_partition: float
     visible: torch.Tensor
-    # Whether `step` runs on irbm.kernels where they can take the model (CPU, float32/64):
-    # their chains then draw from another random stream than the eager steps'.
+    # Whether `step` runs on irbm.kernels where they can take the model (float32/64 on the CPU,
+    # or on CUDA with Triton): their chains then draw from another random stream than the eager
+    # steps'.
     fused_steps: bool = False
 
     @abc.abstractmethod

@@ -207,7 +207,8 @@ class BipartitePath(AnnealingPath):
 
     def _kernel_stream(self, uniforms):
         """A Philox stream seeded from ``uniforms`` when `irbm.kernels` can run this path's
-        steps (CPU, float32/64), else None (the eager steps draw from ``uniforms``)."""
+        steps (float32/64 on the CPU, or on CUDA with Triton), else None (the eager steps draw
+        from ``uniforms``)."""
         if not kernels.runs_on(self.activation, self.model.W.detach()):
             return None
         seed = uniforms.filler(torch.empty(1, dtype=torch.float64, device=self.model.device))

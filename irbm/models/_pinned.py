@@ -59,8 +59,9 @@ class PinnedPath(BipartitePath):
     """
 
     # While z is pinned a step is a plain RBM's over the K units, and once released the
-    # ordered families' z step with tilted penalties: both, and every visible draw, run on
-    # irbm.kernels where they can (another random stream); the step across the release is eager.
+    # ordered families' z step at two tilts: both (the release on the CPU only), and every
+    # visible draw, run on irbm.kernels where they can (another random stream); the one step
+    # across the release is eager.
     fused_steps = True
 
     def __init__(self, model, base_visible_bias, pin: int, *, release_fraction: float = 0.25,
@@ -148,9 +149,10 @@ class PinnedPath(BipartitePath):
         self.unit_index = torch.arange(model.n_hidden, device=model.device)
         self.activation = torch.empty_like(self.visible)
         self.philox = self._kernel_stream(uniforms)
-        # The release's tilt -kappa |z - K| as per-unit penalties: -kappa up to K, +kappa beyond.
+        # The release's fused step has no CUDA version: there it stays eager.
+        self.fused_release = self.philox is not None and self.visible.device.type == "cpu"
         self.released_penalties = model._penalties_from(model.b.detach())
-        self.tilt = torch.where(self.unit_index < self.pin, -1.0, 1.0).to(model.dtype)
+        self.log_tail = model._log_tail()
 
     def _log_ratio(self, preactivation, t_from, t_to):
         """(ln f_{t_to} - ln f_{t_from} without the visible term (n_chains,) float64, the
@@ -188,7 +190,7 @@ class PinnedPath(BipartitePath):
             # Pinned on both sides: n_units is K, and the step is an annealed RBM layer.
             hidden, gains = kernels.annealed_bernoulli(preactivation, u_from, u, self.philox)
             delta = gains.double() - (self._penalty(u) - self._penalty(u_from))
-        elif self.philox is not None and min(t_from, t_to) > self.split:
+        elif self.fused_release and min(t_from, t_to) > self.split:
             delta, hidden = self._released_hidden_step(preactivation, t_from, t_to)
         else:
             delta, hidden = self._eager_hidden_step(preactivation, t_from, t_to)
@@ -202,18 +204,14 @@ class PinnedPath(BipartitePath):
         return delta
 
     def _released_hidden_step(self, preactivation, t_from, t_to):
-        """`_eager_hidden_step` of two released temperatures on irbm.kernels: the columns
-        tilted by -kappa |z - K| are the model's with each unit's penalty moved by kappa times
-        `tilt` and the tail's ratio by e^-kappa, up to the constant kappa K (which cancels
-        but for its change)."""
-        model, kappa_from, kappa_to = self.model, self._kappa(t_from), self._kappa(t_to)
-        _, _, previous = kernels.ordered_hidden(
-            preactivation, self.released_penalties + kappa_from * self.tilt,
-            model._tilted_log_tail(kappa_from), None)
-        hidden, _, current = kernels.ordered_hidden(
-            preactivation, self.released_penalties + kappa_to * self.tilt,
-            model._tilted_log_tail(kappa_to), self.philox)
-        return current - previous - (kappa_to - kappa_from) * self.pin, hidden
+        """`_eager_hidden_step` between two released temperatures, fused: one set of columns,
+        tilted by -kappa |z - K| at each end (`_pin_offsets`), so their rounding cancels."""
+        model = self.model
+        hidden, delta = kernels.released_hidden(
+            preactivation, self.released_penalties, self.log_tail,
+            model._pin_offsets(self._kappa(t_from), self.pin),
+            model._pin_offsets(self._kappa(t_to), self.pin), self.philox)
+        return delta, hidden
 
     def _eager_hidden_step(self, preactivation, t_from, t_to):
         """(ln f_{t_to} - ln f_{t_from} without the visible term (n_chains,), h (n_chains,

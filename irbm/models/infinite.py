@@ -84,17 +84,13 @@ class InfiniteRBM(OrderedRBM):
         log_r = (1.0 - self.beta) * math.log(2.0)
         return log_r - torch.log(-torch.expm1(log_r))
 
-    def _tilted_log_tail(self, kappa: float) -> float:
-        """log(r' / (1 - r')) with r' = r e^-kappa: the tail's geometric series, each unit
-        beyond l weighted by e^-kappa more."""
-        tilted = (1.0 - self.beta) * math.log(2.0) - kappa
-        return tilted - math.log(-math.expm1(tilted))
-
     def _pin_offsets(self, kappa: float, pin: int) -> torch.Tensor:
         """The units' -kappa |z - pin|, then the tail's: its column becomes
         log sum_{z>l} exp(-F(v, l)) (r e^-kappa)^(z-l) e^(-kappa (l - pin)), a geometric series
         of ratio r e^-kappa in place of r."""
-        offset = (self._tilted_log_tail(kappa) - float(self._log_tail())
+        log_r = (1.0 - self.beta) * math.log(2.0)
+        tilted = log_r - kappa
+        offset = (tilted - math.log(-math.expm1(tilted)) - float(self._log_tail())
                   - kappa * (self.n_hidden - pin))
         return torch.cat([super()._pin_offsets(kappa, pin),
                           torch.tensor([offset], device=self.device, dtype=self.dtype)])

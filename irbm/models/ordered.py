@@ -140,11 +140,6 @@ class OrderedRBM(BipartiteModel):
         """log of the tail's mass relative to exp(-F(v, K)): None, no tail (the iRBM has one)."""
         return None
 
-    def _tilted_log_tail(self, kappa: float):
-        """`_log_tail` with every unit beyond K weighted by e^-kappa more (the pinned path's
-        release): None, no tail."""
-        return None
-
     def _hidden_log_sum(self, preactivation, hidden_bias):
         """L = log sum_z exp(sum_{i<=z} softplus(W_i. v + b_i) - beta softplus(b_i)), (N,)."""
         return torch.logsumexp(self._log_z_weights_from(None, preactivation, hidden_bias), 1)
