@@ -97,6 +97,20 @@ def _bracket_cell(bracket: dict | None) -> str:
             f"width {_number(bracket['width'])}, {verdict}")
 
 
+def _pool_note(record: dict, others: list[dict]) -> list[str]:
+    """A note, when the row's heading evaluation raised warnings, on the pooled evaluations of
+    the same model that raised none (what its warning advised: another path or base)."""
+    clean = [r for r in others if not r.get("warnings")]
+    if not record.get("warnings") or not clean:
+        return []
+    runs_ = "; ".join(f"{r.get('path', 'linear').split(':')[0]} path, {r.get('base')} base, "
+                      f"ESS {r.get('effective_sample_size', float('nan')):.0f} of "
+                      f"{r.get('n_chains')}" for r in clean)
+    return [f"the row's ln Z and NLL also pool {len(clean)} evaluation(s) of this model that "
+            f"raised no warning ({runs_}): the warnings above are the heading evaluation's, "
+            "the one with the highest ln Z"]
+
+
 def run_row(run_dir, *, allow_stale=False) -> dict:
     """The evaluations of the run's current model as table cells: ln Z and the NLL pooled over
     them all, the AIS diagnostics of the one with the highest ln Z (the others listed); a run
@@ -150,7 +164,7 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
         "Test NLL bracket": _bracket_cell(bracket),
         NOTE: (stale or "").split(" (")[0],
         "record": record,
-        "footnotes": list(record.get("warnings", [])) + (
+        "footnotes": list(record.get("warnings", [])) + _pool_note(record, others) + (
             [] if bracket is None else [f"bracket not certified: {reason}"
                                         for reason in bracket["reasons"]]),
     }

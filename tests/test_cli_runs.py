@@ -224,6 +224,25 @@ def test_reevaluating_appends_and_the_report_pools_the_evaluations_of_the_model(
         assert "Note" not in row
 
 
+def test_a_warning_of_the_heading_evaluation_names_the_pooled_ones_without(run_dir, tmp_path):
+    """The row's heading (highest ln Z) evaluation warns; another of the same model, on the
+    other path as the warning advises, does not: a note says the pool holds it."""
+    assert_ok(run_cli("evaluate", run_dir, *EVALUATE, "--seed", 1))
+    first, second = evaluations(run_dir)
+    warned = {**first, "log_z": second["log_z"] + 1.0, "path": "pinned: z = 8",
+              "warnings": ["AIS effective sample size is 3.0 of 20 chains"]}
+    clean = {**second, "warnings": [], "path": "linear: W v + b scaled by t",
+             "effective_sample_size": 19.6}
+    for payload, noted in (([warned, clean], True), ([warned, {**clean, "warnings": ["x"]}],
+                                                     False), ([clean], False)):
+        (run_dir / "evaluation.json").write_text(json.dumps({"evaluations": payload}))
+        assert_ok(run_cli("report", run_dir, "--out", tmp_path / "report"))
+        text = (tmp_path / "report" / "report.md").read_text()
+        note = (f"also pool 1 evaluation(s) of this model that raised no warning (linear path, "
+                f"{clean['base']} base, ESS 20 of {clean['n_chains']})")
+        assert (note in text) == noted, text
+
+
 def test_the_pooled_ln_z_weighs_by_chains_x_temperatures_and_combines_the_sigmas():
     from irbm.report import pooled_log_partition
 
