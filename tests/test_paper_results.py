@@ -307,7 +307,7 @@ def test_bracket_table_is_generated_from_the_models_evaluations(tmp_path, monkey
     assert cli_main(["train", "irbm", "digits", "--out", str(model_dir), "--epochs", "1",
                      "--quiet", "--l1", "1e-3"]) == 0
     out = tmp_path / "results" / "brackets"
-    budget = ["--chains", "10", "--rows", "20", "--max-seconds", "20"]
+    budget = ["--chains", "10", "--rows", "20", "--max-seconds", "2"]
     with pytest.raises(SystemExit, match="has no bracket"):
         script.main([str(model_dir), "--out", str(out)])
     assert script.main([str(model_dir), "--out", str(out), "--evaluate", *budget]) == 0
