@@ -276,6 +276,22 @@ def _search(cdf, target):
     return low
 
 
+@numba.njit(**OPTIONS)
+def _z_columns(a, penalties, log_tail, has_tail, columns, decay):
+    """The ordered families' log z weights of one row, in place: columns_i = sum_{m <= i}
+    softplus(a_m) - penalty_m for i < K, then the tail column columns_{K-1} + log_tail when
+    ``has_tail``; decay_i = e^-|a_i| (for the sigmoid that follows). Returns max(columns)."""
+    n_units = a.shape[0]
+    for i in range(n_units):  # vectorized
+        decay[i] = _decay(a[i])
+        columns[i] = _softplus_of(a[i], decay[i]) - penalties[i]
+    top = _prefix_sum_max(columns, n_units)
+    if has_tail:
+        columns[n_units] = columns[n_units - 1] + log_tail
+        top = columns[n_units] if columns[n_units] > top else top
+    return top
+
+
 # ---------------------------------------------------------------------- kernels
 def _bernoulli_logits(logits, out, first_block, k0, k1):
     """out[r, j] = 1 if u[r, j] < sigmoid(logits[r, j]) else 0."""
@@ -326,13 +342,7 @@ def _ordered_units(preactivation, scale, penalties, log_tail, has_tail, z, draw_
         zero, one = _cast(0.0, preactivation[row, 0]), _cast(1.0, preactivation[row, 0])
         a = preactivation[row] * _cast(scale, zero)
         columns, decay = np.empty(n_columns, a.dtype), np.empty(n_units, a.dtype)
-        for i in range(n_units):  # vectorized
-            decay[i] = _decay(a[i])
-            columns[i] = _softplus_of(a[i], decay[i]) - penalties[i]
-        top = _prefix_sum_max(columns, n_units)
-        if has_tail:
-            columns[n_units] = columns[n_units - 1] + log_tail
-            top = columns[n_units] if columns[n_units] > top else top
+        top = _z_columns(a, penalties, log_tail, has_tail, columns, decay)
         floor = _cast(EXP_FLOOR, a[0])
         for i in range(n_columns):  # vectorized
             columns[i] = _exp(max(columns[i] - top, floor))
@@ -375,13 +385,7 @@ def _released_units(preactivation, penalties, log_tail, has_tail, tilt_from, til
         zero, one = _cast(0.0, a[0]), _cast(1.0, a[0])
         floor = _cast(EXP_FLOOR, a[0])
         columns, decay = np.empty(n_columns, a.dtype), np.empty(n_units, a.dtype)
-        for i in range(n_units):  # vectorized
-            decay[i] = _decay(a[i])
-            columns[i] = _softplus_of(a[i], decay[i]) - penalties[i]
-        top = _prefix_sum_max(columns, n_units)
-        if has_tail:
-            columns[n_units] = columns[n_units - 1] + log_tail
-            top = columns[n_units] if columns[n_units] > top else top
+        top = _z_columns(a, penalties, log_tail, has_tail, columns, decay)
         tilted = np.empty(n_columns, a.dtype)
         log_sums = np.empty(2, np.float64)
         for side in range(2):
@@ -425,13 +429,7 @@ def _ordered_statistics(preactivation, penalties, log_tail, has_tail, row_weight
         zero, one = _cast(0.0, a[0]), _cast(1.0, a[0])
         tiny = _smallest_normal(a[0])
         columns, decay = np.empty(n_columns, a.dtype), np.empty(n_units, a.dtype)
-        for i in range(n_units):  # vectorized
-            decay[i] = _decay(a[i])
-            columns[i] = _softplus_of(a[i], decay[i]) - penalties[i]
-        top = _prefix_sum_max(columns, n_units)
-        if has_tail:
-            columns[n_units] = columns[n_units - 1] + log_tail
-            top = columns[n_units] if columns[n_units] > top else top
+        top = _z_columns(a, penalties, log_tail, has_tail, columns, decay)
         floor = _cast(EXP_FLOOR, a[0])
         reverse = np.empty(n_columns, a.dtype)
         for i in range(n_columns):  # vectorized
