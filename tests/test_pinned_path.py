@@ -101,7 +101,8 @@ KERNELS = ["on", "off"]
 @pytest.mark.parametrize("kernels_mode", KERNELS)
 @pytest.mark.parametrize("family", ["orbm", "irbm"])
 @pytest.mark.parametrize("t_from, t_to", [(0.2, 0.5), (0.7, 0.75), (0.74, 0.76), (0.8, 0.9),
-                                          (0.99, 1.0), (0.76, 0.74), (0.0, 1.0), (1.0, 0.9)])
+                                          (0.99, 1.0), (0.76, 0.74), (0.0, 1.0), (1.0, 0.9),
+                                          (0.9, 0.9)])
 def test_step_returns_the_log_ratio_at_the_current_state(family, t_from, t_to, kernels_mode,
                                                          monkeypatch):
     switch_kernels(kernels_mode, monkeypatch)

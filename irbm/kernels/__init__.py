@@ -189,6 +189,7 @@ def released_hidden(preactivation: torch.Tensor, penalties: torch.Tensor, log_ta
     L(tilt) = log sum_z exp(log w_z + tilt_z): delta = L(tilt_to) - L(tilt_from) (N,) float64,
     from one set of columns shifted by their maximum, so that float32's rounding of the
     columns cancels; z ~ w exp(tilt_to) / sum, h_i ~ Bernoulli(sigmoid(a_i)) for i <= z.
+    The same tensor as both tilts: a transition at one temperature (delta 0, one pass fewer).
 
     Parameters
     ----------
@@ -216,7 +217,8 @@ def released_hidden(preactivation: torch.Tensor, penalties: torch.Tensor, log_ta
         preactivation.numpy(), penalties.to(dtype).contiguous().numpy(),
         preactivation.new_tensor(0.0 if log_tail is None else float(log_tail)).numpy()[()],
         log_tail is not None, tilt_from.to(dtype).contiguous().numpy(),
-        tilt_to.to(dtype).contiguous().numpy(), hidden.numpy(), delta.numpy(),
+        tilt_to.to(dtype).contiguous().numpy(), tilt_to is tilt_from, hidden.numpy(),
+        delta.numpy(),
         np.int64(z_block), np.int64(hidden_block), *_key(generator))
     return hidden, delta
 

@@ -367,13 +367,14 @@ def _ordered_units(preactivation, scale, penalties, log_tail, has_tail, z, draw_
             hidden[row, i] = zero
 
 
-def _released_units(preactivation, penalties, log_tail, has_tail, tilt_from, tilt_to, hidden,
-                    delta, z_block, hidden_block, k0, k1):
+def _released_units(preactivation, penalties, log_tail, has_tail, tilt_from, tilt_to, same,
+                    hidden, delta, z_block, hidden_block, k0, k1):
     """The pinned AIS path's release step for each row r (`irbm.models._pinned`), in one pass:
     the columns of `_ordered_units` at scale 1, shifted by their maximum once, then for each
     tilt (n_columns,) the log-sum of exp(column + tilt); delta_r = log-sum at ``tilt_to`` -
     log-sum at ``tilt_from`` (float64), z_r drawn from the columns tilted by ``tilt_to`` and
-    h_ri = [i < z_r] [u_ri < sigmoid(a_ri)].
+    h_ri = [i < z_r] [u_ri < sigmoid(a_ri)]. ``same``: the tilts are equal, delta is 0 and only
+    the draw is made (a transition at one temperature).
 
     Both log-sums read the same shifted columns, so float32's rounding of the columns (hundreds
     to thousands of nats on trained models) cancels in delta, as in the eager step."""
@@ -388,7 +389,8 @@ def _released_units(preactivation, penalties, log_tail, has_tail, tilt_from, til
         top = _z_columns(a, penalties, log_tail, has_tail, columns, decay)
         tilted = np.empty(n_columns, a.dtype)
         log_sums = np.empty(2, np.float64)
-        for side in range(2):
+        log_sums[0] = log_sums[1] = 0.0
+        for side in range(1 if same else 0, 2):
             tilt = tilt_from if side == 0 else tilt_to
             for i in range(n_columns):  # vectorized
                 tilted[i] = (columns[i] - top) + tilt[i]
@@ -398,7 +400,8 @@ def _released_units(preactivation, penalties, log_tail, has_tail, tilt_from, til
             for i in range(n_columns):  # vectorized
                 tilted[i] = _exp(max(tilted[i] - peak, floor))
             _prefix_sum_max(tilted, n_columns)  # the unnormalized CDF
-            log_sums[side] = np.float64(peak) + math.log(np.float64(tilted[n_columns - 1]))
+            if not same:
+                log_sums[side] = np.float64(peak) + math.log(np.float64(tilted[n_columns - 1]))
         delta[row] = log_sums[1] - log_sums[0]
         total = tilted[n_columns - 1]  # the CDF at tilt_to, from the last side
         u = np.empty(4, a.dtype)
@@ -563,7 +566,7 @@ annealed_units = _compiled_pair(_annealed_units, lambda args, start, stop: _rows
 ordered_units = _compiled_pair(_ordered_units, lambda args, start, stop: _rows(
     args, start, stop, (0, 5, 8, 9), {10: 1, 11: _per_row(args)}))
 released_units = _compiled_pair(_released_units, lambda args, start, stop: _rows(
-    args, start, stop, (0, 6, 7), {8: 1, 9: _per_row(args)}))
+    args, start, stop, (0, 7, 8), {9: 1, 10: _per_row(args)}))
 ordered_statistics = _compiled_pair(_ordered_statistics, lambda args, start, stop: _rows(
     args, start, stop, (0, 4, 5, 7, 8, 9), {10: 1}))
 # G + g * g as one fused multiply-add, as torch's addcmul computes it (the eager reference).

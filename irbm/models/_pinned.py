@@ -206,11 +206,13 @@ class PinnedPath(BipartitePath):
     def _released_hidden_step(self, preactivation, t_from, t_to):
         """`_eager_hidden_step` between two released temperatures, fused: one set of columns,
         tilted by -kappa |z - K| at each end (`_pin_offsets`), so their rounding cancels."""
-        model = self.model
-        hidden, delta = kernels.released_hidden(
-            preactivation, self.released_penalties, self.log_tail,
-            model._pin_offsets(self._kappa(t_from), self.pin),
-            model._pin_offsets(self._kappa(t_to), self.pin), self.philox)
+        kappa_from, kappa_to = self._kappa(t_from), self._kappa(t_to)
+        tilt_to = self.model._pin_offsets(kappa_to, self.pin)
+        # One temperature (tempering's sweeps, RAISE's first transition): one tilt, one pass.
+        tilt_from = tilt_to if kappa_from == kappa_to else \
+            self.model._pin_offsets(kappa_from, self.pin)
+        hidden, delta = kernels.released_hidden(preactivation, self.released_penalties,
+                                                self.log_tail, tilt_from, tilt_to, self.philox)
         return delta, hidden
 
     def _eager_hidden_step(self, preactivation, t_from, t_to):
