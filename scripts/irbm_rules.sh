@@ -185,6 +185,13 @@ done
 #   "results/models/irbm-peers-average-s1234-selected --latest --bracket --chains 2000 --raise 500 --raise-repeats 4 --tolerance 1 --seed 21 --betas 16000 --base data --ais-path linear"
 # OUT=... BUDGET=185 bash scripts/gpu_brackets.sh \
 #   "results/models/irbm-peers-average-s1234-selected --latest --bracket --continue"
+# Session 23: a third seed of the same rule (seed 1), snapshots every 200 epochs; started on a
+# CPU without a GPU, its checkpoint carried in results/checkpoints/ until it reaches 4,000 (the
+# selection then as above, and a GPU bracket as for the other two).
+EVERY=200 EPOCHS=4000 bash scripts/train_snapshots.sh "$RUNS/rules/irbm-peers-merge-avg-s1" irbm \
+    caltech101 --new-unit peers --last-batch merge --average 320 --seed 1 "${common[@]}"
+AVERAGE=1 bash scripts/select_snapshots.sh "$RUNS/rules/irbm-peers-merge-avg-s1" \
+    "irbm-peers-average-s1-selected"
 peers_runs=(
   "peers, merged, raw/seed 1234=$RUNS/rules/irbm-peers-merge-avg-s1234"
   "peers, merged, raw/seed 2=$RUNS/rules/irbm-peers-merge-avg-s2"
