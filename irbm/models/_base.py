@@ -145,11 +145,19 @@ class EnergyModel(nn.Module, abc.ABC):
 
     @property
     def dtype(self) -> torch.dtype:
-        return next(self.parameters()).dtype
+        return self._first_parameter().dtype
 
     @property
     def device(self) -> torch.device:
-        return next(self.parameters()).device
+        return self._first_parameter().device
+
+    def _first_parameter(self) -> torch.Tensor:
+        # Read a few dozen times per update: a family's own parameters first, without
+        # nn.Module's generator over submodules (about 3 us a call, 2% of a 100-unit update).
+        for parameter in self._parameters.values():
+            if parameter is not None:
+                return parameter
+        return next(self.parameters())
 
     @abc.abstractmethod
     def reset_parameters(self, generator: torch.Generator | None = None) -> EnergyModel:
