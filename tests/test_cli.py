@@ -890,6 +890,8 @@ def test_demo_quick_runs_end_to_end(tmp_path):
         assert abs(record["log_z"] - reference.log_z) < 1.0, (record["log_z"], reference)
     assert "| RBM |" in result.out and "demo finished" in result.out
     assert str(out_dir / "report" / "report.html") in result.out
+    # Three models without --eval-every: the hint that the latest is evaluated comes once.
+    assert result.out.count("--eval-every") == 1, result.out
 
 
 def test_binarize_option_for_user_files(tmp_path, capsys):

@@ -10,7 +10,6 @@ import numpy as np
 import torch
 from _cli_helpers import assert_ok, run_cli
 
-import irbm.demo
 from irbm.ais import AISResult
 from irbm.datasets import load_user_data
 
@@ -50,15 +49,3 @@ def test_training_an_irbm_is_said_in_good_english(tmp_path):
     assert_ok(result)
     assert "training an iRBM on" in result.out
     assert " a irbm" not in result.out.lower() and " a rbm" not in result.out.lower()
-
-
-def test_the_demo_gives_its_no_best_model_hint_once(tmp_path, monkeypatch):
-    monkeypatch.setattr(irbm.demo, "QUICK_EPOCHS", 1)
-    monkeypatch.setattr(irbm.demo, "QUICK_CHAINS", 5)
-    monkeypatch.setattr(irbm.demo, "QUICK_BETAS", 10)
-    monkeypatch.setattr(irbm.demo, "MODELS", tuple((family, {**options, "n_hidden": 4})
-                                                    for family, options in irbm.demo.MODELS))
-    monkeypatch.setattr("irbm._threads.default_threads", lambda *args, **kwargs: 1)
-    result = run_cli("demo", "--quick", "--out", tmp_path / "demo")
-    assert_ok(result)
-    assert result.out.count("--eval-every") == 1, result.out
