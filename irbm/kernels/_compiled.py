@@ -292,6 +292,20 @@ def _z_columns(a, penalties, log_tail, has_tail, columns, decay):
     return top
 
 
+@numba.njit(**OPTIONS)
+def _selected_units(out, a, decay, selected, first_block, k0, k1):
+    """out_i = [u_i < sigmoid(a_i)] for the ``selected`` first units, 0 beyond, with decay_i =
+    e^-|a_i| and u the stream's uniforms from block ``first_block``."""
+    n_units = a.shape[0]
+    zero, one = _cast(0.0, a[0]), _cast(1.0, a[0])
+    uniform = np.empty(4 * ((n_units + 3) // 4), a.dtype)
+    _row_uniforms(uniform, first_block, k0, k1)
+    for i in range(selected):  # vectorized
+        out[i] = one if _below_sigmoid(uniform[i], a[i], decay[i]) else zero
+    for i in range(selected, n_units):
+        out[i] = zero
+
+
 # ---------------------------------------------------------------------- kernels
 def _bernoulli_logits(logits, out, first_block, k0, k1):
     """out[r, j] = 1 if u[r, j] < sigmoid(logits[r, j]) else 0."""
@@ -358,13 +372,8 @@ def _ordered_units(preactivation, scale, penalties, log_tail, has_tail, z, draw_
             # The target in the CDF's precision, as the eager path and the Triton kernels form
             # it (a bare 1 - u would promote it to float64 and break float32 ties otherwise).
             z[row] = _search(columns, (one - u[0]) * total) + 1
-        selected = min(z[row], n_units)
-        uniform = np.empty(4 * per_row, a.dtype)
-        _row_uniforms(uniform, hidden_block + row * per_row, k0, k1)
-        for i in range(selected):  # vectorized
-            hidden[row, i] = one if _below_sigmoid(uniform[i], a[i], decay[i]) else zero
-        for i in range(selected, n_units):
-            hidden[row, i] = zero
+        _selected_units(hidden[row], a, decay, min(z[row], n_units),
+                        hidden_block + row * per_row, k0, k1)
 
 
 def _released_units(preactivation, penalties, log_tail, has_tail, tilt_from, tilt_to, same,
@@ -383,8 +392,7 @@ def _released_units(preactivation, penalties, log_tail, has_tail, tilt_from, til
     per_row = (n_units + 3) // 4
     for row in range(n_rows):
         a = preactivation[row]
-        zero, one = _cast(0.0, a[0]), _cast(1.0, a[0])
-        floor = _cast(EXP_FLOOR, a[0])
+        one, floor = _cast(1.0, a[0]), _cast(EXP_FLOOR, a[0])
         columns, decay = np.empty(n_columns, a.dtype), np.empty(n_units, a.dtype)
         top = _z_columns(a, penalties, log_tail, has_tail, columns, decay)
         tilted = np.empty(n_columns, a.dtype)
@@ -406,13 +414,8 @@ def _released_units(preactivation, penalties, log_tail, has_tail, tilt_from, til
         total = tilted[n_columns - 1]  # the CDF at tilt_to, from the last side
         u = np.empty(4, a.dtype)
         _row_uniforms(u, z_block + row, k0, k1)
-        selected = min(_search(tilted, (one - u[0]) * total) + 1, n_units)
-        uniform = np.empty(4 * per_row, a.dtype)
-        _row_uniforms(uniform, hidden_block + row * per_row, k0, k1)
-        for i in range(selected):  # vectorized
-            hidden[row, i] = one if _below_sigmoid(uniform[i], a[i], decay[i]) else zero
-        for i in range(selected, n_units):
-            hidden[row, i] = zero
+        _selected_units(hidden[row], a, decay, min(_search(tilted, (one - u[0]) * total) + 1,
+                                                   n_units), hidden_block + row * per_row, k0, k1)
 
 
 def _ordered_statistics(preactivation, penalties, log_tail, has_tail, row_weights, z, draw_z,
