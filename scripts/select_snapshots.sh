@@ -18,15 +18,16 @@ EVAL="${EVAL:---chains 300 --betas 5000 --raise-rows 0 --threads 1}"
 candidates=()
 for epoch in "$@"; do
   snapshot="$run/snapshots/$epoch"
-  [[ -f $snapshot/model.safetensors ]] || { echo "no snapshot $snapshot: train further" >&2; exit 2; }
   dir=$snapshot
-  if [[ ${AVERAGE:-0} == 1 ]]; then
-    dir="$run-average/$epoch"
-    if [[ ! -d $dir ]]; then
-      mkdir -p "$dir.tmp"
-      cp "$snapshot/average"/* "$snapshot/history.json" "$dir.tmp/"
-      mv "$dir.tmp" "$dir"
-    fi
+  [[ ${AVERAGE:-0} == 1 ]] && dir="$run-average/$epoch"
+  # An average candidate made earlier (kept, or carried in results/checkpoints/) needs no snapshot.
+  if [[ ! -d $dir ]] || [[ $dir == "$snapshot" ]]; then
+    [[ -f $snapshot/model.safetensors ]] || { echo "no snapshot $snapshot: train further" >&2; exit 2; }
+  fi
+  if [[ ! -d $dir ]]; then
+    mkdir -p "$dir.tmp"
+    cp "$snapshot/average"/* "$snapshot/history.json" "$dir.tmp/"
+    mv "$dir.tmp" "$dir"
   fi
   candidates+=("$dir")
 done
