@@ -103,11 +103,11 @@ def _pool_note(record: dict, others: list[dict]) -> list[str]:
     clean = [r for r in others if not r.get("warnings")]
     if not record.get("warnings") or not clean:
         return []
-    runs_ = "; ".join(f"{r.get('path', 'linear').split(':')[0]} path, {r.get('base')} base, "
+    listed = "; ".join(f"{r.get('path', 'linear').split(':')[0]} path, {r.get('base')} base, "
                       f"ESS {r.get('effective_sample_size', float('nan')):.0f} of "
                       f"{r.get('n_chains')}" for r in clean)
     return [f"the row's ln Z and NLL also pool {len(clean)} evaluation(s) of this model that "
-            f"raised no warning ({runs_}): the warnings above are the heading evaluation's, "
+            f"raised no warning ({listed}): the warnings above are the heading evaluation's, "
             "the one with the highest ln Z"]
 
 
