@@ -2,7 +2,8 @@
 
 The optimistic side comes from forward annealing (AIS): each ln Z-hat is a stochastic lower bound
 of ln Z (Z-hat is unbiased, so P(ln Z-hat > ln Z + k) <= e^-k), and so is the certain floor
-ln sum_v exp(-F(v)) over distinct visited states. The largest of many runs is not (the best
+ln sum_v exp(-F(v)) over distinct visited states (or ln sum_h exp(-G(h)) over distinct hidden
+vectors, `irbm.floor`). The largest of many runs is not (the best
 of m overshoots with probability up to m e^-k), so the runs of every level and path are pooled
 into one unbiased Z-hat (`pooled_log_z`): on the CalTech101 oRBM-500 at 5,000 epochs the
 largest run (effective sample size 1.7) stood 1 nat above a healthy one (67) and tempering.
@@ -279,6 +280,17 @@ def rising_routes(levels: list[dict]) -> list[tuple[str, float]]:
     return rising
 
 
+def floor_gap(levels: list[dict]) -> float:
+    """How far the last level's ln Z (the pool or, when higher, the certain floor) lies above
+    the pool of its AIS runs: > 0 when the floor is the optimistic side; 0 for levels stored
+    without their runs' sizes."""
+    runs = [run for level in levels for run in level.get("ais", {}).values()]
+    if "log_z" not in levels[-1] or not runs or not all(
+            {"log_z", "n_chains"} <= set(run) for run in runs):
+        return 0.0
+    return max(0.0, levels[-1]["log_z"] - pooled_log_z(levels))
+
+
 def pooled_log_z(levels: list[dict]) -> float:
     """ln sum_i w_i Z-hat_i / sum_i w_i over every AIS run of ``levels``, with the weights of
     `pool_weights`.
@@ -512,6 +524,13 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
             else:
                 reasons.append(f"the {side} side moved by {moved:+.2f} nats when the "
                                f"temperatures doubled to {last['n_betas']}: not converged")
+    below = floor_gap(levels)
+    if below > 0:
+        reasons.append(f"the pooled AIS estimate lies {below:.2f} nats below the certain floor "
+                       "(ln Z summed over the distinct visible and hidden vectors Gibbs chains "
+                       "from the data reached), so the optimistic side is that floor: the "
+                       "annealing misses mass those vectors hold, and RAISE, on the same "
+                       "paths, may miss it too")
     for route, move in rising_routes(levels):
         reasons.append(f"AIS along {route} rose by {move:.2f} nats when the temperatures "
                        f"doubled to {last['n_betas']}, and another such rise would lift the "

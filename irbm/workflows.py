@@ -9,6 +9,7 @@ it writes anything, and raises ValueError or OSError with a one-line reason. Mes
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -28,8 +29,8 @@ from .evaluate import (
     describe_bdmc,
     nll,
     raise_nll,
-    sampled_log_partition_floor,
 )
+from .floor import FLOOR_STEPS, sampled_log_partition_floor
 from .models import build_model
 from .profiles import merge_settings
 from .report import write_report
@@ -360,9 +361,10 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
     if continued is not None:
         record["continues"] = continued
     # ln Z >= ln sum_v exp(-F(v)) over distinct training rows and the states Gibbs chains from
-    # them visit: a check the weights cannot fool (uniform weights can all miss a mode).
-    floor = sampled_log_partition_floor(model, dataset.train, n_chains=min(n_chains, 500),
-                                        seed=seed or 0)
+    # them visit (and the same over the hidden vectors they draw): a check the weights cannot
+    # fool (uniform weights can all miss a mode). A bracket computed its own.
+    floor = interval.log_partition_floor if bracket else sampled_log_partition_floor(
+        model, dataset.train, n_chains=min(n_chains, 500), seed=seed or 0)
     record["log_z_floor"] = floor
     if floor > result.log_z:
         record["warnings"].append(
@@ -382,12 +384,7 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
         else:  # every AIS run of the bracket, pooled (irbm.bracket.pooled_log_z)
             pooled, low, high = pool_estimates(level_estimates(interval.levels))
             record.update(log_z=pooled, log_z_low=low, log_z_high=high, log_z_source="pooled")
-    for split in ("train", "valid", "test"):
-        values = getattr(dataset, split)
-        if values is not None and len(values):
-            mean, stderr = nll(model, torch.as_tensor(values), log_z)
-            record["nll"][split] = {"mean": mean, "stderr": stderr, "n": int(len(values))}
-            say(f"  {split:5} NLL = {mean:.3f} +/- {stderr:.3f}  ({len(values)} examples)")
+    record["nll"] = _split_nlls(model, dataset, log_z, say)
     if not bracket and raise_rows is not None and dataset.test is not None and \
             len(dataset.test):
         rows = torch.as_tensor(dataset.test[: raise_rows or len(dataset.test)])
@@ -463,6 +460,18 @@ def _continued_settings(record, **given) -> tuple:
     return (*(stored[name] for name in options), stored["max_seconds"])
 
 
+def _split_nlls(model, dataset, log_z: float, say) -> dict:
+    """{split: {mean, stderr, n}} of the average NLL of each split at ``log_z``, echoed."""
+    nlls = {}
+    for split in ("train", "valid", "test"):
+        values = getattr(dataset, split)
+        if values is not None and len(values):
+            mean, stderr = nll(model, torch.as_tensor(values), log_z)
+            nlls[split] = {"mean": mean, "stderr": stderr, "n": int(len(values))}
+            say(f"  {split:5} NLL = {mean:.3f} +/- {stderr:.3f}  ({len(values)} examples)")
+    return nlls
+
+
 def cross_check_run(run_dir, sweeps: int, *, which=None, data_dir=None, device=None,
                     progress=True, echo=None, path=None, base=None) -> dict:
     """Cross-check the latest bracket of the run's current model (of its ``which`` model,
@@ -485,7 +494,12 @@ def cross_check_run(run_dir, sweeps: int, *, which=None, data_dir=None, device=N
                         base_data=torch.as_tensor(dataset.train), bases=bases,
                         tempering=_tempering(sweeps), seed=record.get("seed", 0) or 0,
                         progress=progress, path=path, base=base)
-    judged = rejudge({**bracket, "cross_check": check})
+    # The certain floor as a bracket computes it now (brackets stored before the hidden
+    # vectors counted summed visible ones only), so the re-judged record holds the best.
+    floor = max(bracket.get("log_z_floor", -math.inf), sampled_log_partition_floor(
+        model, dataset.train, n_chains=record.get("n_chains") or 500, n_steps=FLOOR_STEPS,
+        seed=record.get("seed", 0) or 0))
+    judged = rejudge({**bracket, "log_z_floor": floor, "cross_check": check})
     say(f"  tempering ({check['route']}): NLL {check['nll']:.2f} +/- {check['stderr']:.2f}, "
         f"{check['passages']} passages from base to model{describe_bdmc(check)}; bracket "
         f"[{judged['optimistic']:.2f}, "
@@ -494,6 +508,9 @@ def cross_check_run(run_dir, sweeps: int, *, which=None, data_dir=None, device=N
     for reason in judged["reasons"]:
         say(f"  not certified: {reason}")
     new = {**record, "bracket": judged, "cross_checked": True}
+    if floor > record["log_z"]:  # the record's ln Z, and its NLLs, are the floor's now
+        new.update(log_z=floor, log_z_low=floor, log_z_high=floor, log_z_source="floor",
+                   log_z_floor=floor, nll=_split_nlls(model, dataset, floor, say))
     runs.append_evaluation(run_dir, new)
     return new
 

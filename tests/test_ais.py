@@ -163,7 +163,7 @@ def test_float32_model_and_hook_only_family():
         _mean_hiddens = RBM._mean_hiddens
         weighted_gradients = RBM.weighted_gradients
         _n_hidden_terms = RBM._n_hidden_terms
-        _log_partition_by_hidden = RBM._log_partition_by_hidden
+        _hidden_free_energy = RBM._hidden_free_energy
 
     hook_only = HookOnly(N_VISIBLE, N_HIDDEN, dtype=torch.float64)
     hook_only.load_state_dict(model.state_dict())

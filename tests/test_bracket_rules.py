@@ -421,3 +421,24 @@ def test_a_conservative_side_short_of_reverse_chains_per_row_is_named():
         assert "--raise-repeats" not in reason
     for gap in (0.35, 0.15, None):
         assert verdict(with_gap(gap, 100.8), tolerance=1.0, out_of_time=False) == []
+
+
+def test_a_floor_above_the_pooled_ais_becomes_the_optimistic_side_and_is_named():
+    """A certain floor (sums over distinct visible or hidden vectors, `irbm.floor`) above the
+    pooled AIS estimate lifts the optimistic side to it, and the verdict says the annealing
+    misses mass; a floor below the pool changes nothing."""
+    def stored(floor):
+        levels = [raised(1000, 100.0, {"linear": 101.0}), raised(2000, 100.0, {"linear": 100.9})]
+        for record, log_z in zip(levels, (50.0, 50.0)):
+            record["ais"] = {"linear": {"log_z": log_z, "n_chains": 100, "sigma": 0.01,
+                                        "effective_sample_size": 50.0}}
+            record.update(log_z=50.0, optimistic=50.0 + 50.0, optimistic_rows=40.0 + 50.0)
+        return {"levels": levels, "tolerance": 1.0, "stopped_by": None, "log_z_floor": floor,
+                "reasons": []}
+
+    lower = rejudge(stored(49.0))
+    assert lower["log_z"] == pytest.approx(50.0) and lower["certified"]
+    higher = rejudge(stored(51.5))
+    assert higher["log_z"] == 51.5 and higher["optimistic"] == pytest.approx(101.5)
+    assert not higher["certified"]
+    assert any("1.50 nats below the certain floor" in reason for reason in higher["reasons"])

@@ -376,9 +376,39 @@ def test_tempering_cross_checks_the_latest_bracket_in_a_new_record(run_dir, caps
     assert bdmc["n_betas"] == checked["bracket"]["levels"][-1]["n_betas"]
     assert f"BDMC from 256 of its samples: NLL at most {bdmc['nll']:.2f}" in printed
     # Another route than the bracket's highest run: named by --ais-path and --base.
+    # The floor as a bracket computes it now, never below the stored one, and the record's
+    # test NLL stays the bracket's optimistic side.
+    assert checked["bracket"]["log_z_floor"] >= bracketed["bracket"]["log_z_floor"]
+    assert checked["nll"]["test"]["mean"] == pytest.approx(checked["bracket"]["optimistic"],
+                                                           abs=1e-6)
+    # Another route than the bracket's highest run: named by --ais-path and --base.
     assert main(["evaluate", str(run_dir), "--tempering", "12", "--base", "model",
                  "--ais-path", "linear"]) == 0
     assert evaluations(run_dir)[-1]["bracket"]["cross_check"]["route"] == "linear, model base"
+
+
+def test_a_cross_check_whose_floor_beats_the_pooled_ais_makes_it_the_records_ln_z(
+        run_dir, monkeypatch):
+    """When the floor recomputed by a cross-check lies above the pooled AIS (as on the
+    CalTech101 RBM-100, whose hidden vectors hold its mass), the new record's ln Z, its NLLs
+    and its bracket's optimistic side are the floor's, and the verdict names it."""
+    from irbm import workflows
+    from irbm.cli import main
+    assert main(["evaluate", str(run_dir), "--bracket", "--chains", "10", "--betas", "50",
+                 "--raise", "20", "--max-seconds", "30"]) == 0
+    bracketed = evaluations(run_dir)[-1]
+    lifted = bracketed["log_z"] + 2.0
+    monkeypatch.setattr(workflows, "sampled_log_partition_floor", lambda *a, **k: lifted)
+    assert main(["evaluate", str(run_dir), "--tempering", "8"]) == 0
+    checked = evaluations(run_dir)[-1]
+    assert checked["log_z"] == checked["log_z_floor"] == lifted
+    assert checked["log_z_source"] == "floor"
+    for split, values in checked["nll"].items():
+        assert values["mean"] == pytest.approx(bracketed["nll"][split]["mean"] + 2.0, abs=1e-6)
+    assert checked["bracket"]["optimistic"] == pytest.approx(checked["nll"]["test"]["mean"],
+                                                             abs=1e-6)
+    assert not checked["bracket"]["certified"]
+    assert any("below the certain floor" in reason for reason in checked["bracket"]["reasons"])
 
 
 def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, capsys):

@@ -82,6 +82,38 @@ def test_exact_log_partition_equals_brute_force(factory):
                                                         abs=1e-9)
 
 
+def brute_force_hidden_free_energy(model, h, tail_units=200):
+    """-log sum_v sum_z exp(-E(v, h, z)) by enumeration of v (and of z in 1..n_hidden with h's
+    units past z off; for the iRBM also z = n_hidden + k, k = 1..tail_units, whose k units
+    past the trained ones take any of 2^k values at the same energy), shape (1,)."""
+    visibles = all_visibles()
+    hs = h.expand(visibles.shape[0], -1)
+    with torch.no_grad():
+        if not model.has_z:
+            return -torch.logsumexp(-model.energy(visibles, hs), 0, keepdim=True)
+        terms = [-model.energy(visibles, hs, z) for z in range(1, model.n_hidden + 1)
+                 if not h[0, z:].any()]
+        if model._z_range()[1] is None:
+            terms += [k * math.log(2.0) - model.energy(visibles, hs, model.n_hidden + k)
+                      for k in range(1, tail_units + 1)]
+        return -torch.logsumexp(torch.cat(terms), 0, keepdim=True)
+
+
+@pytest.mark.parametrize("factory", PARAMS)
+def test_hidden_free_energy_equals_brute_force(factory):
+    """G(h) sums out v (and z) exactly for every h, so exp(-G) over all h sums to Z."""
+    model = randomized(factory, seed=4)
+    every_h = next(binary_configurations(model.n_hidden, torch.float64))
+    with torch.no_grad():
+        hidden = model.hidden_free_energy(every_h)
+    assert hidden.shape == (every_h.shape[0],)
+    for h, value in zip(every_h, hidden):
+        assert float(value) == pytest.approx(
+            float(brute_force_hidden_free_energy(model, h.unsqueeze(0))), abs=1e-9)
+    assert float(torch.logsumexp(-hidden, 0)) == pytest.approx(
+        brute_force_log_partition(model), abs=1e-9)
+
+
 @pytest.mark.parametrize("factory", PARAMS)
 def test_gradients_equal_autograd(factory):
     model = randomized(factory, seed=2)

@@ -224,8 +224,14 @@ class EnergyModel(nn.Module, abc.ABC):
         """Number of terms of the enumeration in `_log_partition_by_hidden`."""
 
     @abc.abstractmethod
+    def _hidden_free_energy(self, h: torch.Tensor) -> torch.Tensor:
+        """G(h) = -log sum_v sum_z exp(-E(v, h, z)), shape (M,), for checked h (M, n_hidden)."""
+
     def _log_partition_by_hidden(self) -> torch.Tensor:
-        """log Z by enumerating hidden configurations (and z), visibles summed out (float64)."""
+        """log Z = logsumexp_h -G(h) over every hidden configuration (float64 models)."""
+        partials = [torch.logsumexp(-self._hidden_free_energy(h), 0)
+                    for h in binary_configurations(self.n_hidden, self.dtype, self.device)]
+        return torch.logsumexp(torch.stack(partials), 0)
 
     # ------------------------------------------------------------------ hidden layout
     def growth_layout(self, largest_z, *, at_last: bool = False) -> torch.Tensor | None:
@@ -332,6 +338,14 @@ class EnergyModel(nn.Module, abc.ABC):
     def free_energy(self, v) -> torch.Tensor:
         """F(v) = -log sum_h exp(-E(v, h)), shape (N,), for v (N, n_visible). Differentiable."""
         return self._free_energy(self.check_visible(v))
+
+    def hidden_free_energy(self, h) -> torch.Tensor:
+        """G(h) = -log sum_v sum_z exp(-E(v, h, z)), shape (M,), for h (M, n_hidden).
+
+        The hidden layer's free energy: the visible units (and, for the families with z, every
+        z that keeps h's active units) summed out, so that Z = sum_h exp(-G(h)) and distinct
+        hidden vectors bound Z from below (`irbm.evaluate.sampled_log_partition_floor`)."""
+        return self._hidden_free_energy(self.check_hidden(h))
 
     def mean_hiddens(self, v) -> torch.Tensor:
         """E[h_i | v], shape (N, n_hidden), for v (N, n_visible): the features of a trained

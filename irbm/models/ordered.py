@@ -8,7 +8,7 @@ import torch
 from torch.nn import functional
 
 from .. import kernels
-from ._base import Gradients, HiddenState, binary_configurations, index_from_cdf, uniform
+from ._base import Gradients, HiddenState, index_from_cdf, uniform
 from ._bipartite import BipartiteModel, BipartitePath
 from ._pinned import PinnedPath
 from ._registry import register_family
@@ -205,20 +205,16 @@ class OrderedRBM(BipartiteModel):
     def _n_hidden_terms(self) -> int:
         return 2**self.n_hidden
 
-    def _log_partition_by_hidden(self):
-        """log Z = logsumexp_{h, z: h in H_z} [h^T b - sum_{i<=z} beta_i + sum_j softplus(c_j +
-        (h W)_j)]. For each h, the sum over z >= (last active unit of h) is a suffix logsumexp
-        of the z prior columns, precomputed once."""
+    def _hidden_free_energy(self, h):
+        """G(h) = -h^T b - sum_j softplus(c_j + (h W)_j) - log sum_{z >= m(h)} exp(-sum_{i<=z}
+        beta_i), shape (M,), m(h) the last active unit of h (1 when none); the iRBM's z past
+        its units adds the tail, whose units are free to take either value."""
         z_columns = self._append_tail(torch.cumsum(-self._penalties(), 0).unsqueeze(0))[0]
         # suffix[m] = logsumexp(z_columns[m:]): all z >= m + 1 (and the tail for the iRBM).
         suffix = torch.flip(torch.logcumsumexp(torch.flip(z_columns, (0,)), 0), (0,))
-        positions = torch.arange(1, self.n_hidden + 1, dtype=self.W.dtype, device=self.W.device)
-        partials = []
-        for h in binary_configurations(self.n_hidden, self.W.dtype, self.W.device):
-            last_active = (h * positions).amax(1).long().clamp(min=1)
-            partials.append(torch.logsumexp(
-                h @ self.b + self._visible_sum_out(h) + suffix[last_active - 1], 0))
-        return torch.logsumexp(torch.stack(partials), 0)
+        positions = torch.arange(1, self.n_hidden + 1, dtype=h.dtype, device=h.device)
+        last_active = (h * positions).amax(1).long().clamp(min=1)
+        return -(h @ self.b) - self._visible_sum_out(h) - suffix[last_active - 1]
 
     def given_z(self, z: int):
         """(rbm, log_factor) with exp(-F(v, z)) = exp(-F_rbm(v) + log_factor) for every v:

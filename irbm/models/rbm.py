@@ -6,7 +6,7 @@ import torch
 from torch.nn import functional
 
 from .. import kernels
-from ._base import HiddenState, bernoulli, binary_configurations
+from ._base import HiddenState, bernoulli
 from ._bipartite import BipartiteModel, BipartitePath
 from ._registry import register_family
 
@@ -56,11 +56,9 @@ class RBM(BipartiteModel):
     def _n_hidden_terms(self) -> int:
         return 2**self.n_hidden
 
-    def _log_partition_by_hidden(self):
-        """log Z = logsumexp_h [h^T b + sum_j softplus(c_j + (h W)_j)]."""
-        partials = [torch.logsumexp(h @ self.b + self._visible_sum_out(h), 0)
-                    for h in binary_configurations(self.n_hidden, self.dtype, self.device)]
-        return torch.logsumexp(torch.stack(partials), 0)
+    def _hidden_free_energy(self, h):
+        """G(h) = -h^T b - sum_j softplus(c_j + (h W)_j), shape (M,)."""
+        return -(h @ self.b) - self._visible_sum_out(h)
 
     @torch.no_grad()
     def weighted_gradients(self, v, row_weights, generator=None):

@@ -1,0 +1,107 @@
+"""Free energies of many rows, and the certain floor of ln Z they give.
+
+Z sums exp(-F(v)) over every visible vector, and exp(-G(h)) over every hidden vector (G sums
+the visible units, and z, out: `EnergyModel.hidden_free_energy`), so the sum over any set of
+distinct vectors of either layer is a lower bound of Z that no spread of AIS weights can fool.
+`sampled_log_partition_floor` takes those vectors from Gibbs chains run from the data.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+# Gibbs steps of the floor's chains in a bracket (`irbm.evaluate.bracket_nll`).
+FLOOR_STEPS = 300
+
+
+def free_energies(model, data, *, batch_size: int = 4096, layer: str = "visible"
+                  ) -> torch.Tensor:
+    """F(v_n) for every row of ``data`` (N, n_visible), as a float64 tensor of shape (N,), or
+    with ``layer="hidden"`` G(h_n) for rows (N, n_hidden) (`EnergyModel.hidden_free_energy`).
+
+    Rows are validated (binary, right width) and evaluated ``batch_size`` at a time, so a large
+    uint8 data set is never converted to the model's dtype all at once.
+    """
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if not isinstance(data, torch.Tensor):
+        data = torch.as_tensor(data)
+    if data.dim() != 2 or data.shape[0] == 0:
+        width = model.n_hidden if layer == "hidden" else model.n_visible
+        raise ValueError(f"data must have shape (N, {width}) with N >= 1, "
+                         f"got {tuple(data.shape)}")
+    parts = []
+    with torch.no_grad():
+        for start in range(0, data.shape[0], int(batch_size)):
+            rows = data[start:start + int(batch_size)]
+            parts.append((model.hidden_free_energy(rows) if layer == "hidden" else
+                          model.free_energy(rows)).double().cpu())
+    return torch.cat(parts)
+
+
+def log_partition_floor(free: torch.Tensor) -> float:
+    """ln sum_v exp(-F(v)) from the free energies (N,) of DISTINCT visible (or hidden) vectors:
+    a certain lower bound of ln Z (Z sums exp(-F(v)) over every v)."""
+    return float(torch.logsumexp(-free.double(), 0))
+
+
+class _DistinctSum:
+    """ln sum exp(-F(x)) over the distinct binary rows x added so far, without keeping them.
+
+    Rows are told apart by a 64-bit hash of their packed bits: two equal rows always share it,
+    so none is counted twice; two different rows that collide lose one of them, which can only
+    lower the sum. So the sum stays a certain lower bound, in memory of a hash per row.
+    """
+
+    def __init__(self, model, layer: str, batch_size: int):
+        self.model, self.layer, self.batch_size = model, layer, batch_size
+        self.seen: set[int] = set()
+        self.log_sum = -math.inf
+
+    def add(self, rows: torch.Tensor) -> None:
+        """Count the rows (M, width) of 0/1 values not seen before."""
+        packed = np.packbits(rows.to(torch.uint8).cpu().numpy(), axis=1)
+        new = []
+        for index, row in enumerate(packed):
+            key = hash(row.tobytes())
+            if key not in self.seen:
+                self.seen.add(key)
+                new.append(index)
+        if new:
+            free = free_energies(self.model, rows[torch.as_tensor(new, device=rows.device)],
+                                 batch_size=self.batch_size, layer=self.layer)
+            self.log_sum = float(np.logaddexp(self.log_sum, log_partition_floor(free)))
+
+
+def sampled_log_partition_floor(model, data, *, n_chains: int = 500, n_steps: int = 200,
+                                seed: int = 0, batch_size: int = 4096) -> float:
+    """max(ln sum_{v in S} exp(-F(v)), ln sum_{h in T} exp(-G(h))): S = the distinct rows of
+    ``data`` (N, n_visible) and every state visited by ``n_chains`` Gibbs chains run ``n_steps``
+    steps from its lowest-F rows, T = the distinct hidden vectors those chains drew.
+
+    Each sum is a certain lower bound of ln Z whatever the chains do (only F or G and
+    distinctness matter), and both are far tighter than the data's alone when the model holds
+    mass the data does not reach: on a trained MNIST iRBM, AIS gave ln Z 106.9 with uniform
+    weights at every schedule and base, above the test rows' floor (105.8) but 8 nats below the
+    visible states' (115.3). The hidden sum wins where the model's mass sits on few hidden
+    vectors: on the CalTech101 RBM-100 (`results/models/rbm100-adagrad-e1000`) 4,000 chains x
+    300 steps give 2242.5, 2.2 nats above AIS's pooled ln Z at 128,000 temperatures and 51
+    above the visible sum.
+    """
+    distinct = torch.unique(model.check_visible(torch.as_tensor(data)), dim=0)
+    free = free_energies(model, distinct, batch_size=batch_size)
+    lowest = torch.argsort(free)[:n_chains]  # cycled when there are fewer rows than chains
+    lowest = lowest.repeat(-(-n_chains // lowest.numel()))[:n_chains]
+    chains = distinct[lowest].to(device=model.device, dtype=model.dtype)
+    generator = torch.Generator(device=model.device).manual_seed(seed)
+    visible, hidden = (_DistinctSum(model, layer, batch_size) for layer in ("visible", "hidden"))
+    visible.add(distinct)
+    with torch.no_grad():
+        for _ in range(n_steps):
+            chains, state = model.gibbs_step(chains, generator)
+            visible.add(chains)
+            hidden.add(state.h)
+    return max(visible.log_sum, hidden.log_sum)

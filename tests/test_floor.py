@@ -1,0 +1,67 @@
+"""The certain floor of ln Z: sums of exp(-F) over distinct visible vectors and of exp(-G) over
+distinct hidden vectors, against exact enumeration."""
+
+import pytest
+import torch
+
+import irbm
+from irbm import floor
+from irbm.models import binary_configurations
+
+# 20 visible units (a million vectors, too many for 500 chains x 200 steps to cover) and 4
+# hidden ones (16 vectors, every one of which the chains draw).
+MODELS = {
+    "rbm": lambda: irbm.RBM(20, 4, dtype=torch.float64),
+    "orbm": lambda: irbm.OrderedRBM(20, 4, beta=1.2, dtype=torch.float64),
+    "irbm": lambda: irbm.InfiniteRBM(20, n_hidden=4, beta=1.3, dtype=torch.float64),
+}
+
+
+def randomized(name, scale=0.3):
+    model = MODELS[name]()
+    generator = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(scale * torch.randn(parameter.shape, generator=generator,
+                                                dtype=torch.float64))
+    return model
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_the_hidden_sum_reaches_the_exact_log_partition_the_visible_one_cannot(name):
+    model = randomized(name)
+    exact = model.log_partition_exact()
+    data = torch.zeros(3, 20, dtype=torch.float64)
+    data[1, :10] = data[2, 10:] = 1
+    sampled = floor.sampled_log_partition_floor(model, data, n_chains=500, n_steps=200)
+    assert sampled <= exact + 1e-9
+    assert exact - sampled < 1e-9  # every hidden vector drawn, each counted once
+    # The visible states those chains visit hold a small share of the mass.
+    visible = floor._DistinctSum(model, "visible", 4096)
+    generator = torch.Generator().manual_seed(0)
+    chains = data[torch.arange(500) % 3]
+    with torch.no_grad():
+        for _ in range(200):
+            chains, _ = model.gibbs_step(chains, generator)
+            visible.add(chains)
+    assert visible.log_sum < exact - 1.0
+
+
+def test_distinct_rows_are_counted_once_across_and_within_batches():
+    model = randomized("orbm")
+    every_h = next(binary_configurations(4, torch.float64))
+    generator = torch.Generator().manual_seed(1)
+    batches = [every_h[torch.randint(0, 16, (40,), generator=generator)] for _ in range(5)]
+    total = floor._DistinctSum(model, "hidden", 7)
+    for batch in batches:
+        total.add(batch)
+        total.add(batch)
+    distinct = torch.unique(torch.cat(batches), dim=0)
+    expected = floor.log_partition_floor(floor.free_energies(model, distinct, layer="hidden"))
+    assert total.log_sum == pytest.approx(expected, abs=1e-12)
+    assert len(total.seen) == distinct.shape[0] < 16 * 5
+
+
+def test_free_energies_of_the_hidden_layer_check_the_width():
+    with pytest.raises(ValueError, match=r"shape \(N, 4\)"):
+        floor.free_energies(randomized("rbm"), torch.zeros(0, 4), layer="hidden")
