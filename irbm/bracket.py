@@ -458,7 +458,14 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
     ``ais`` (per path: ``log_z``, ``effective_sample_size``, ``n_chains``) and ``best_path``."""
     last, reasons = levels[-1], []
     width = last["conservative"] - last["optimistic"]
-    if last.get("refuted"):
+    if last.get("refuted") and floor_gap(levels) > 0:
+        listed = "; ".join(f"{route}: {nll:.2f}" for route, nll in last["refuted"].items())
+        reasons.append(
+            f"RAISE ({listed}) falls below the optimistic side ({last['optimistic']:.2f}), "
+            "a certain floor of the NLL, by more than 3 standard errors + 1 nat, so it is left "
+            "out: its annealing model (where its forward chains end) misses mass, so RAISE, "
+            "which bounds that model's NLL, errs low")
+    elif last.get("refuted"):
         listed = "; ".join(f"{route}: {nll:.2f}" for route, nll in last["refuted"].items())
         kept = max(levels, key=lambda level: level.get("own_optimistic", level["optimistic"]))
         ais = kept.get("ais", {}).get(kept.get("best_path"), {})
@@ -587,7 +594,10 @@ def cross_check_reasons(levels: list[dict], check: dict) -> list[str]:
         odds = ("" if chance is None else f"were it right, the AIS levels would lie this far "
                 f"above it with probability at most {chance:.2g} (Markov's inequality per "
                 "level)")
-        if chance is not None and chance < REFUTED_BELOW:
+        if floor_gap(levels) > 0:
+            reasons.append(f"{below}its noise, and that side is a certain floor of the NLL: "
+                           "its chains missed mass")
+        elif chance is not None and chance < REFUTED_BELOW:
             reasons.append(f"{below}its noise, and {odds}: its chains missed mass that AIS "
                            "found")
         else:

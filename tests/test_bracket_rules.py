@@ -442,3 +442,12 @@ def test_a_floor_above_the_pooled_ais_becomes_the_optimistic_side_and_is_named()
     assert higher["log_z"] == 51.5 and higher["optimistic"] == pytest.approx(101.5)
     assert not higher["certified"]
     assert any("1.50 nats below the certain floor" in reason for reason in higher["reasons"])
+    # RAISE or tempering below a floor are wrong for certain: no "AIS overshot" alternative.
+    summary = stored(53.0)
+    summary["cross_check"] = {"nll": 100.0, "stderr": 0.05, "passages": 10, "log_z": 50.0}
+    floored = rejudge(summary)
+    refuted = [reason for reason in floored["reasons"] if reason.startswith("RAISE")]
+    assert len(refuted) == 1 and "a certain floor of the NLL" in refuted[0]
+    assert "overshot" not in " ".join(floored["reasons"])
+    assert any(reason.startswith("the tempering estimate") and "certain floor" in reason
+               for reason in floored["reasons"])
