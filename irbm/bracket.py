@@ -498,7 +498,8 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
     behind = last["optimistic"] - last.get("own_optimistic", last["optimistic"])
     if behind > max(tolerance / 2, 3 * last.get("own_optimistic_sigma", 0.0)):
         reasons.append(f"the last level's best AIS run gives an NLL {behind:.2f} nats below "
-                       "the pooled estimate of all runs (ln Z that much lower): the estimates "
+                       "the pooled estimate of all runs (or the certain floor when higher; ln Z "
+                       "that much lower): the estimates "
                        "hinge on a few chains that find mass the others miss; use more chains")
     if len(levels) < 2:
         reasons.append("only one number of temperatures was run: convergence is unchecked")
@@ -615,7 +616,8 @@ def cross_check_reasons(levels: list[dict], check: dict) -> list[str]:
         reasons.append(f"BDMC from the tempering samples ({bdmc['nll']:.2f} +/- "
                        f"{bdmc['stderr']:.2f}), an upper bound when they are draws from the "
                        f"model, lies below the optimistic side ({last['optimistic']:.2f}) "
-                       "beyond its noise: the samples miss mass the AIS chains found")
+                       "beyond its noise: the samples miss mass the AIS chains (or the "
+                       "floor's vectors) hold")
     return reasons
 
 
