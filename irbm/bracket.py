@@ -396,13 +396,15 @@ def rejudge(summary: dict) -> dict:
     pooled = all("log_z" in run and "n_chains" in run
                  for level in levels for run in level.get("ais", {}).values())
     for index, level in enumerate(levels):
-        if pooled and "log_z" in level:  # the optimistic side as the current rule pools it
-            free_all, free_rows = (level["optimistic"] - level["log_z"],
-                                   level["optimistic_rows"] - level["log_z"])
-            log_z = max(pooled_log_z(levels[:index + 1]),
-                        summary.get("log_z_floor", -math.inf))
-            level.update(log_z=log_z, optimistic=free_all + log_z,
-                         optimistic_rows=free_rows + log_z)
+        if "log_z" in level:  # the optimistic side as the current rule pools it
+            free_all = level["optimistic"] - level["log_z"]
+            floor = summary.get("log_z_floor", -math.inf)
+            log_z = max(pooled_log_z(levels[:index + 1]) if pooled else level["log_z"], floor)
+            if "optimistic_rows" in level:
+                level["optimistic_rows"] += log_z - level["log_z"]
+            level.update(log_z=log_z, optimistic=free_all + log_z)
+            if "own_optimistic" in level:  # as `bracket_nll` makes it: the floor when higher
+                level["own_optimistic"] = max(level["own_optimistic"], free_all + floor)
         last_level = index == len(levels) - 1
         judge_conservative(levels[:index + 1],
                            summary.get("cross_check") if last_level else None)
@@ -517,6 +519,8 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
                 now, then = last["raise"][route], before["raise"][route]
                 moved = now["whole"] - then["whole"]
                 spread = 2 * math.hypot(now["stderr"], then["stderr"])
+            if side == "optimistic" and floor_gap(levels) > 0 and floor_gap(levels[:-1]) > 0:
+                continue  # the certain floor, the same at both: the AIS pool's move is moot
             fixed = same_weights_move(levels) if side == "optimistic" else None
             if fixed is not None:  # the NLL moves with ln Z; see `same_weights_move`
                 moved, spread = fixed[0], 2 * fixed[1]

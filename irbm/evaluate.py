@@ -499,7 +499,7 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     free_rows = free_energies(model, subset)
     # The floor's chains are cheap beside a level's (one Gibbs run of n_chains x 300 steps),
     # and more of them find more of the hidden vectors that hold the mass: on the CalTech101
-    # RBM-100, 500 x 200 gave 2239.7, 4,000 x 300 2242.5 (AIS: 2240.3 at 128,000 temperatures).
+    # RBM-100, 500 x 200 gave 2239.7, 4,000 x 300 2242.8 (AIS: 2240.3 at 128,000 temperatures).
     floor = max(sampled_log_partition_floor(model, data if base_data is None else base_data,
                                             n_chains=n_chains, n_steps=FLOOR_STEPS, seed=seed),
                 -math.inf if resume is None else resume.get("log_z_floor", -math.inf))

@@ -367,10 +367,7 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
         model, dataset.train, n_chains=min(n_chains, 500), seed=seed or 0)
     record["log_z_floor"] = floor
     if floor > result.log_z:
-        record["warnings"].append(
-            f"ln Z-hat is at least {floor - result.log_z:.1f} nats too low (below ln sum_v "
-            "exp(-F(v)) over the training set and Gibbs states from it, a certain lower "
-            "bound): the NLLs below are too optimistic by at least as much")
+        record["warnings"].append(_floor_warning(floor - result.log_z))
     say(f"  effective sample size {result.effective_sample_size:.1f} of {result.n_chains} "
         f"chains ({result.base} base)")
     for warning in record["warnings"]:
@@ -460,6 +457,13 @@ def _continued_settings(record, **given) -> tuple:
     return (*(stored[name] for name in options), stored["max_seconds"])
 
 
+def _floor_warning(gap: float) -> str:
+    return (f"ln Z-hat is at least {gap:.1f} nats too low (below ln sum_v exp(-F(v)) or ln "
+            "sum_h exp(-G(h)) over the distinct visible or hidden vectors of Gibbs chains from "
+            "the training set, a certain lower bound): the NLLs below are too optimistic by at "
+            "least as much")
+
+
 def _split_nlls(model, dataset, log_z: float, say) -> dict:
     """{split: {mean, stderr, n}} of the average NLL of each split at ``log_z``, echoed."""
     nlls = {}
@@ -507,10 +511,13 @@ def cross_check_run(run_dir, sweeps: int, *, which=None, data_dir=None, device=N
                                                else "NOT certified"))
     for reason in judged["reasons"]:
         say(f"  not certified: {reason}")
-    new = {**record, "bracket": judged, "cross_checked": True}
+    new = {**record, "bracket": judged, "cross_checked": True,
+           "log_z_floor": max(record.get("log_z_floor", -math.inf), floor)}
     if floor > record["log_z"]:  # the record's ln Z, and its NLLs, are the floor's now
         new.update(log_z=floor, log_z_low=floor, log_z_high=floor, log_z_source="floor",
-                   log_z_floor=floor, nll=_split_nlls(model, dataset, floor, say))
+                   warnings=[*record.get("warnings", []), _floor_warning(
+                       floor - record["log_z"])],
+                   nll=_split_nlls(model, dataset, floor, say))
     runs.append_evaluation(run_dir, new)
     return new
 

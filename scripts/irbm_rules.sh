@@ -192,6 +192,11 @@ EVERY=200 EPOCHS=4000 bash scripts/train_snapshots.sh "$RUNS/rules/irbm-peers-me
     caltech101 --new-unit peers --last-batch merge --average 320 --seed 1 "${common[@]}"
 AVERAGE=1 bash scripts/select_snapshots.sh "$RUNS/rules/irbm-peers-merge-avg-s1" \
     "irbm-peers-average-s1-selected"
+# Session 24: seed 1 reached 4,000 epochs and was selected as above; no GPU was lent, so its
+# bracket ran on one CPU thread (fewer chains and rows than the GPU brackets of the other two):
+# irbm evaluate results/models/irbm-peers-average-s1-selected --latest --bracket --chains 1000 \
+#     --raise 500 --raise-repeats 2 --tolerance 1 --seed 21 --max-seconds 3000 --betas 2000 \
+#     --base data --ais-path linear --threads 1
 peers_runs=(
   "peers, merged, raw/seed 1234=$RUNS/rules/irbm-peers-merge-avg-s1234"
   "peers, merged, raw/seed 2=$RUNS/rules/irbm-peers-merge-avg-s2"

@@ -120,4 +120,5 @@ python scripts/bracket_results.py \
     results/models/{rbm100-adagrad-selected,rbm500-adagrad-selected,rbm2000-adagrad-e2000} \
     results/models/{orbm500-l1e-3-e5000,irbm-authors-selected} \
     results/models/irbm-merge-s2-{e4000,e4250,e4250-average} \
-    results/models/irbm-average-s1234-selected --out results/caltech101
+    results/models/irbm-average-s1234-selected \
+    results/models/irbm-peers-average-s{2,1234,1}-selected --out results/caltech101

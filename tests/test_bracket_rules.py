@@ -442,6 +442,11 @@ def test_a_floor_above_the_pooled_ais_becomes_the_optimistic_side_and_is_named()
     assert higher["log_z"] == 51.5 and higher["optimistic"] == pytest.approx(101.5)
     assert not higher["certified"]
     assert any("1.50 nats below the certain floor" in reason for reason in higher["reasons"])
+    # Each level's own optimistic side is lifted too, as `bracket_nll` makes it, so the floor
+    # is not mistaken for a pool that hinges on a few chains; nor is the pool's move a trend.
+    assert [level["own_optimistic"] for level in higher["levels"]] == [101.5, 101.5]
+    assert not any("best AIS run gives" in reason or "optimistic side moved" in reason
+                   for reason in higher["reasons"])
     # RAISE or tempering below a floor are wrong for certain: no "AIS overshot" alternative.
     summary = stored(53.0)
     summary["cross_check"] = {"nll": 100.0, "stderr": 0.05, "passages": 10, "log_z": 50.0}

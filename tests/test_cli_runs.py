@@ -394,21 +394,34 @@ def test_a_cross_check_whose_floor_beats_the_pooled_ais_makes_it_the_records_ln_
     and its bracket's optimistic side are the floor's, and the verdict names it."""
     from irbm import workflows
     from irbm.cli import main
+    from irbm.floor import FLOOR_STEPS
     assert main(["evaluate", str(run_dir), "--bracket", "--chains", "10", "--betas", "50",
                  "--raise", "20", "--max-seconds", "30"]) == 0
     bracketed = evaluations(run_dir)[-1]
     lifted = bracketed["log_z"] + 2.0
-    monkeypatch.setattr(workflows, "sampled_log_partition_floor", lambda *a, **k: lifted)
+    calls = []
+
+    def floor_of(model, data, **options):  # the floor a bracket of this record computes
+        calls.append(options)
+        assert model.n_hidden == bracketed["n_hidden"]
+        assert data.shape == (200, model.n_visible)  # the run's training rows (--train-size)
+        return lifted
+
+    monkeypatch.setattr(workflows, "sampled_log_partition_floor", floor_of)
     assert main(["evaluate", str(run_dir), "--tempering", "8"]) == 0
+    assert calls == [{"n_chains": 10, "n_steps": FLOOR_STEPS, "seed": bracketed["seed"] or 0}]
     checked = evaluations(run_dir)[-1]
-    assert checked["log_z"] == checked["log_z_floor"] == lifted
+    assert checked["log_z"] == checked["log_z_floor"] == checked["bracket"]["log_z"] == lifted
     assert checked["log_z_source"] == "floor"
+    assert "2.0 nats too low" in checked["warnings"][-1]
     for split, values in checked["nll"].items():
         assert values["mean"] == pytest.approx(bracketed["nll"][split]["mean"] + 2.0, abs=1e-6)
     assert checked["bracket"]["optimistic"] == pytest.approx(checked["nll"]["test"]["mean"],
                                                              abs=1e-6)
     assert not checked["bracket"]["certified"]
-    assert any("below the certain floor" in reason for reason in checked["bracket"]["reasons"])
+    reasons = checked["bracket"]["reasons"]
+    assert any("below the certain floor" in reason for reason in reasons)
+    assert not any("best AIS run gives" in reason for reason in reasons)
 
 
 def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, capsys):

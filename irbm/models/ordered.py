@@ -212,8 +212,9 @@ class OrderedRBM(BipartiteModel):
         z_columns = self._append_tail(torch.cumsum(-self._penalties(), 0).unsqueeze(0))[0]
         # suffix[m] = logsumexp(z_columns[m:]): all z >= m + 1 (and the tail for the iRBM).
         suffix = torch.flip(torch.logcumsumexp(torch.flip(z_columns, (0,)), 0), (0,))
-        positions = torch.arange(1, self.n_hidden + 1, dtype=h.dtype, device=h.device)
-        last_active = (h * positions).amax(1).long().clamp(min=1)
+        # Integer positions: a low-precision float cannot hold every index (bfloat16: 256).
+        positions = torch.arange(1, self.n_hidden + 1, device=h.device)
+        last_active = torch.where(h != 0, positions, 0).amax(1).clamp(min=1)
         return -(h @ self.b) - self._visible_sum_out(h) - suffix[last_active - 1]
 
     def given_z(self, z: int):
