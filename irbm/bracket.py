@@ -101,7 +101,8 @@ class Bracket:
     log_partition : float
         The optimistic side's ln Z (pooled AIS estimate or the certain floor).
     log_partition_floor : float
-        ln sum_v exp(-F(v)) over distinct data rows and Gibbs states: certain.
+        ln sum_v exp(-F(v)) over distinct data rows and Gibbs states, or ln sum_h exp(-G(h))
+        over the distinct hidden vectors those chains drew, when higher: certain.
     n_rows, n_betas, n_chains : int
         RAISE rows, temperatures of the last level, AIS chains per path.
     seconds : float

@@ -84,7 +84,8 @@ class NLLEstimate:
 
     def reliability_warnings(self) -> list[str]:
         """The AIS warnings plus a check no spread of weights can fool: Z >= sum of exp(-F(v))
-        over the distinct data rows and Gibbs states of `sampled_log_partition_floor`, so
+        over the distinct data rows and Gibbs states of `sampled_log_partition_floor` (or of
+        exp(-G(h)) over the distinct hidden vectors those chains drew), so
         ln Z-hat below that floor is certainly too low (it happens on large models whose
         annealing misses a mode: uniform weights, all wrong)."""
         problems = self.log_partition.reliability_warnings()
@@ -92,8 +93,9 @@ class NLLEstimate:
         if gap > 0:
             problems.append(
                 f"ln Z-hat is at least {gap:.1f} nats too low: it is below ln sum_v exp(-F(v)) "
-                "over the evaluated data and the states Gibbs chains from it visited, a certain "
-                "lower bound of ln Z. The annealing misses mass: more temperatures may help; if "
+                "over the evaluated data and the states Gibbs chains from it visited (or ln "
+                "sum_h exp(-G(h)) over the hidden vectors they drew), a certain lower bound of "
+                "ln Z. The annealing misses mass: more temperatures may help; if "
                 "not (the same ln Z-hat at every schedule), the NLL is only bounded below.")
         return problems
 
