@@ -197,6 +197,8 @@ AVERAGE=1 bash scripts/select_snapshots.sh "$RUNS/rules/irbm-peers-merge-avg-s1"
 # irbm evaluate results/models/irbm-peers-average-s1-selected --latest --bracket --chains 1000 \
 #     --raise 500 --raise-repeats 2 --tolerance 1 --seed 21 --max-seconds 3000 --betas 2000 \
 #     --base data --ais-path linear --threads 1
+# irbm evaluate results/models/irbm-peers-average-s1-selected --latest --bracket --continue \
+#     --max-seconds 2700 --threads 1
 peers_runs=(
   "peers, merged, raw/seed 1234=$RUNS/rules/irbm-peers-merge-avg-s1234"
   "peers, merged, raw/seed 2=$RUNS/rules/irbm-peers-merge-avg-s2"
