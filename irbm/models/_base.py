@@ -344,7 +344,7 @@ class EnergyModel(nn.Module, abc.ABC):
 
         The hidden layer's free energy: the visible units (and, for the families with z, every
         z that keeps h's active units) summed out, so that Z = sum_h exp(-G(h)) and distinct
-        hidden vectors bound Z from below (`irbm.evaluate.sampled_log_partition_floor`)."""
+        hidden vectors bound Z from below (`irbm.floor.sampled_log_partition_floor`)."""
         return self._hidden_free_energy(self.check_hidden(h))
 
     def mean_hiddens(self, v) -> torch.Tensor:
