@@ -10,6 +10,7 @@ given as run directories (their test set, base rate from their training set).
 
     python benchmarks/bench_bracket.py [--quick] [--exact 500 2000] [--run RUN ...]
         [--chains 100] [--rows 300] [--raise-repeats 1] [--tolerance 1.0] [--max-seconds 1800]
+        [--pilot-betas 1000]
 
 Findings (2-core Intel Xeon with AVX-512 and AMX, one thread per process, two processes;
 100 AIS chains per path, both bases, RAISE on 100 rows; block-diagonal 784 x 2,000 models with
@@ -111,6 +112,10 @@ def main():
     parser.add_argument("--raise-repeats", type=int, default=1,
                         help="reverse chains per RAISE row (the findings above: 1)")
     parser.add_argument("--betas", type=int, default=500, help="first level's temperatures")
+    parser.add_argument("--max-betas", type=int, default=1_000_000,
+                        help="last level's temperatures at most")
+    parser.add_argument("--pilot-betas", type=int, default=1000,
+                        help="temperatures of each pilot of the tuned schedules")
     parser.add_argument("--tolerance", type=float, default=1.0)
     parser.add_argument("--max-seconds", type=float, default=1800.0)
     parser.add_argument("--threads", type=int, default=1)
@@ -120,7 +125,8 @@ def main():
         # A smoke test: the ordered families share their paths, so the iRBM stands for both.
         args.exact, n_visible, block_size, args.rows = [12], 24, 6, 20
         args.families = [family for family in args.families if family != "orbm"]
-        args.chains, args.betas, args.max_seconds, args.run = 8, 20, 1.0, []
+        # Two levels, so that a doubling and its verdict run, whatever the machine's speed.
+        args.chains, args.betas, args.max_betas, args.pilot_betas, args.run = 8, 20, 40, 20, []
     print(f"# bracket budgets: {conditions(False)}; {args.chains} AIS chains per path, RAISE on "
           f"{args.rows} rows x {args.raise_repeats} chains, tolerance {args.tolerance:g}, at most "
           f"{args.max_seconds:g} s each, "
@@ -133,6 +139,7 @@ def main():
             for name, options in estimators(model):
                 bracket = bracket_nll(model, test, base_data=base, rows=min(args.rows, len(test)),
                                       tolerance=args.tolerance, max_seconds=args.max_seconds,
+                                      max_betas=args.max_betas, pilot_betas=args.pilot_betas,
                                       seed=0, n_chains=args.chains, n_betas=args.betas,
                                       raise_repeats=args.raise_repeats, **options)
                 rows.append([label, model.n_hidden, name, bracket.n_betas, bracket.seconds,

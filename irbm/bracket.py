@@ -46,6 +46,17 @@ import torch
 # `irbm.evaluate.bracket_nll`'s temperature schedules (its ``schedule``).
 SCHEDULES = ("tuned", "tuned-forward", "uniform")
 
+# Temperatures of each pilot run of the tuned schedules (`bracket_nll`'s pilot_betas), and of
+# every bracket stored before they were recorded.
+PILOT_BETAS = 1000
+
+
+def stored_pilot_betas(stored: dict) -> int | None:
+    """The pilot temperatures of a stored bracket (`Bracket.summary`); None: no pilot ran."""
+    if stored.get("schedule", "tuned-forward") == "uniform":
+        return None
+    return stored.get("pilot_betas", PILOT_BETAS)
+
 # `irbm evaluate --bracket`'s reverse chains per RAISE row (`bracket_nll`'s raise_repeats):
 # on trained CalTech101 models at 2,000-4,000 temperatures, 8-16 chains per row lowered RAISE's
 # NLL by 1.8-3.2 nats, what about three doublings of the temperatures buy there (0.3-1 nat
@@ -131,6 +142,8 @@ class Bracket:
         includes theirs.
     raise_repeats : int
         Reverse chains per RAISE row (a stored bracket without it ran one).
+    pilot_betas : int or None
+        Temperatures of each pilot run of a tuned schedule (None: "uniform", no pilot).
     """
 
     optimistic: float
@@ -157,6 +170,7 @@ class Bracket:
     schedule: str = "tuned"
     resumed_levels: int = 0
     raise_repeats: int = 1
+    pilot_betas: int | None = PILOT_BETAS
 
     @property
     def width(self) -> float:
@@ -175,7 +189,8 @@ class Bracket:
                 "paths": list(self.paths), "max_seconds": self.max_seconds,
                 "stopped_by": self.stopped_by, "cross_check": self.cross_check,
                 "schedule": self.schedule, "resumed_levels": self.resumed_levels,
-                "raise_repeats": self.raise_repeats, "levels": self.levels}
+                "raise_repeats": self.raise_repeats, "pilot_betas": self.pilot_betas,
+                "levels": self.levels}
 
     def __str__(self) -> str:
         verdict = "certified" if self.certified else "NOT certified"

@@ -28,7 +28,16 @@ from .ais import (
     thermodynamic_length,
     tuned_betas,
 )
-from .bracket import SCHEDULES, Bracket, control_variate, judge_conservative, pooled_log_z, verdict
+from .bracket import (
+    PILOT_BETAS,
+    SCHEDULES,
+    Bracket,
+    control_variate,
+    judge_conservative,
+    pooled_log_z,
+    stored_pilot_betas,
+    verdict,
+)
 from .floor import FLOOR_STEPS, free_energies, sampled_log_partition_floor
 from .tempering import estimate_log_partition_tempering
 
@@ -379,7 +388,7 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                 paths=None, bases=None, trajectory=None, schedule: str = "tuned",
                 pilot_data=None, resume=None, raise_repeats: int = 1,
                 max_betas: int = 1_000_000, tempering=None, progress: bool = False,
-                echo=None) -> Bracket:
+                echo=None, pilot_betas: int = PILOT_BETAS) -> Bracket:
     """[optimistic, conservative] around mean_n -ln p(v_n) for ``data`` (N, n_visible).
 
     Runs AIS (``n_chains`` chains) and RAISE (``raise_repeats`` reverse chains per row of a
@@ -434,6 +443,10 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         brackets made before, which it re-derives); the rows bracketed never tune it.
     pilot_data : Tensor or array (M, n_visible), optional
         Rows other than ``data`` (the training set) for RAISE's pilot; default ``base_data``.
+    pilot_betas : int
+        Temperatures of each pilot run of the tuned schedules (32 chains each, once per route
+        and direction). The default's 1,000 cost little beside a level at size, but most of a
+        bracket of a small model whose levels have a few hundred temperatures.
     resume : dict, optional
         A stored bracket of this model (`Bracket.summary`) to continue: its levels are kept and
         the temperatures doubled from its last, with its chains, rows, seed, routes and
@@ -474,6 +487,7 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         if kind != "trajectory" or trajectory is None:
             model.check_ais_path(kind)
     make_betas(n_betas)  # validates
+    make_betas(pilot_betas)
     seed = 0 if seed is None else int(seed)
     data = model.check_visible(torch.as_tensor(data))
     n_rows = min(data.shape[0], 300) if rows is None else int(rows)
@@ -493,8 +507,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     if resume is not None:  # refused before any work when it cannot go on
         levels, n_temperatures, earlier_seconds = _resumable(
             resume, n_chains=int(n_chains), n_rows=n_rows, raise_repeats=raise_repeats,
-            bases=bases, paths=paths,
-            schedule=schedule, tolerance=tolerance, max_betas=max_betas)
+            bases=bases, paths=paths, schedule=schedule, pilot_betas=int(pilot_betas),
+            tolerance=tolerance, max_betas=max_betas)
     resumed_levels, ais_kept = len(levels), None
     started = time.perf_counter()
     free_all = free_energies(model, data)
@@ -520,7 +534,7 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
             kind, base = routes[route]
             pilots[route, reverse] = thermodynamic_length(
                 model, base=base, path=kind, trajectory=trajectory if kind == "trajectory"
-                else None, data=base_data, seed=seed + 1,
+                else None, data=base_data, seed=seed + 1, pilot_betas=int(pilot_betas),
                 reverse_from=pilot_rows if reverse else None)
         return betas_of_equal_length(*pilots[route, reverse], count)
 
@@ -622,11 +636,12 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                    None if max_seconds is None else float(max_seconds),
                    None if not verdict(levels, tolerance=tolerance, out_of_time=False,
                                        cross_check=check)
-                   else out_of_time or None, check, schedule, resumed_levels, raise_repeats)
+                   else out_of_time or None, check, schedule, resumed_levels, raise_repeats,
+                   int(pilot_betas) if schedule != "uniform" else None)
 
 
 def _resumable(stored: dict, *, n_chains, n_rows, raise_repeats, bases, paths, schedule,
-               tolerance, max_betas) -> tuple[list[dict], int, float]:
+               pilot_betas, tolerance, max_betas) -> tuple[list[dict], int, float]:
     """(copies of the stored bracket's levels, the next level's temperatures, its seconds),
     or ValueError naming the setting that differs from the call continuing it."""
     stored_schedule = stored.get("schedule", "tuned-forward")  # see bracket_results
@@ -639,6 +654,8 @@ def _resumable(stored: dict, *, n_chains, n_rows, raise_repeats, bases, paths, s
                 "bases": (tuple(stored.get("bases") or ("data",)), tuple(bases)),
                 "paths": (tuple(stored_paths), tuple(paths)),
                 "schedule": (stored_schedule, schedule),
+                "pilot temperatures": (stored_pilot_betas(stored),
+                                       None if schedule == "uniform" else pilot_betas),
                 "tolerance": (stored["tolerance"], tolerance)}
     for name, (was, now) in settings.items():
         if was != now:

@@ -23,6 +23,9 @@ from irbm.evaluate import bracket_nll, free_energies
 from irbm.models import UniformSource, block_diagonal
 
 FAMILIES = [("rbm", {}), ("orbm", {"beta": 1.05}), ("irbm", {"beta": 1.05})]
+# Pilot temperatures of the brackets below: a fifth of the default's, which the tests of
+# stored brackets keep (those without the setting ran it).
+PILOT = 200
 
 
 def _model(family, options):
@@ -82,7 +85,8 @@ def _data(seed, n, rate):
 
 def _forward(model, kind, base, data, counts):
     """AIS's schedules in `bracket_nll` at seed 0, one per count: the forward pilot seeded 1."""
-    pilot = thermodynamic_length(model, base=base, path=kind, data=data, seed=1)
+    pilot = thermodynamic_length(model, base=base, path=kind, data=data, seed=1,
+                                 pilot_betas=PILOT)
     return [betas_of_equal_length(*pilot, count) for count in counts]
 
 
@@ -91,6 +95,7 @@ def _reverse(model, kind, base, data, rows, counts):
     from REVERSE_PILOT_ROWS of ``rows`` picked by a permutation seeded 2."""
     pick = torch.randperm(rows.shape[0], generator=torch.Generator().manual_seed(2))
     pilot = thermodynamic_length(model, base=base, path=kind, data=data, seed=1,
+                                 pilot_betas=PILOT,
                                  reverse_from=rows[pick[:evaluate.REVERSE_PILOT_ROWS]])
     return [betas_of_equal_length(*pilot, count) for count in counts]
 
@@ -104,8 +109,9 @@ def test_bracket_spaces_raise_by_its_own_pilot_and_contains_the_exact_nll(family
     seen = _spy(monkeypatch)
     # Two levels (200 and 400 temperatures): each pilot runs once and spaces both.
     bracket = bracket_nll(model, rows, base_data=train, rows=60, tolerance=1e-3, seed=0,
-                          n_chains=32, n_betas=200, max_betas=400)
+                          n_chains=32, n_betas=200, max_betas=400, pilot_betas=PILOT)
     assert bracket.schedule == "tuned" and bracket.summary()["schedule"] == "tuned"
+    assert bracket.summary()["pilot_betas"] == PILOT
     assert len(bracket.levels) == 2
     assert bracket.optimistic <= exact + 0.1 and bracket.conservative >= exact - 0.1, \
         (bracket.optimistic, exact, bracket.conservative)
@@ -124,7 +130,8 @@ def test_bracket_spaces_raise_by_its_own_pilot_and_contains_the_exact_nll(family
     # "tuned-forward": RAISE on AIS's forward schedule, as brackets were made before.
     seen.clear()
     forward = bracket_nll(model, rows, base_data=train, rows=60, tolerance=1.0, seed=0,
-                          n_chains=32, n_betas=200, max_betas=200, schedule="tuned-forward")
+                          n_chains=32, n_betas=200, max_betas=200, schedule="tuned-forward",
+                          pilot_betas=PILOT)
     assert forward.schedule == "tuned-forward"
     for kind, base in routes:
         expected = forward_schedules[kind, base][0]
@@ -139,14 +146,14 @@ def test_raise_is_never_tuned_on_the_rows_it_bounds(monkeypatch):
     rows, train = _data(4, 200, 0.5), _data(6, 300, 0.4)
     seen = _spy(monkeypatch)
     alone = bracket_nll(model, rows, base_data=None, rows=60, seed=0, n_chains=32,
-                        n_betas=200, max_betas=200)
+                        n_betas=200, max_betas=200, pilot_betas=PILOT)
     assert alone.schedule == "tuned-forward" and alone.bases == ("model",)
     for kind in model.ais_paths:
         np.testing.assert_array_equal(seen["raise", kind, "model"][0],
                                       _forward(model, kind, "model", None, (200,))[0])
     seen.clear()
     given = bracket_nll(model, rows, base_data=None, pilot_data=train, rows=60, seed=0,
-                        n_chains=32, n_betas=200, max_betas=200)
+                        n_chains=32, n_betas=200, max_betas=200, pilot_betas=PILOT)
     assert given.schedule == "tuned"
     for kind in model.ais_paths:
         np.testing.assert_array_equal(seen["raise", kind, "model"][0],
@@ -177,7 +184,7 @@ def test_a_continued_bracket_is_the_one_an_uninterrupted_call_makes(monkeypatch)
     model, _ = _model("irbm", {"beta": 1.05})
     rows, train = _data(4, 200, 0.5), _data(6, 300, 0.4)
     settings = dict(base_data=train, rows=40, tolerance=1e-6, seed=3, n_chains=16,
-                    n_betas=25, bases=("data",), raise_repeats=3)
+                    n_betas=25, bases=("data",), raise_repeats=3, pilot_betas=PILOT)
     whole = bracket_nll(model, rows, max_betas=200, **settings)
     part = bracket_nll(model, rows, max_betas=50, **settings)
     stored = json.loads(json.dumps(part.summary()))
@@ -208,7 +215,7 @@ def test_a_bracket_continues_only_with_its_own_settings(monkeypatch):
     model, _ = _model("rbm", {})
     rows, train = _data(4, 200, 0.5), _data(6, 300, 0.4)
     settings = dict(base_data=train, rows=40, tolerance=1e-6, seed=3, n_chains=16,
-                    n_betas=50)
+                    n_betas=50, pilot_betas=PILOT)
     stored = bracket_nll(model, rows, max_betas=50, **settings).summary()
     certified = bracket_nll(model, rows, max_betas=6400, **{**settings, "tolerance": 50.0,
                                                             "n_betas": 400})
@@ -225,6 +232,8 @@ def test_a_bracket_continues_only_with_its_own_settings(monkeypatch):
                             ({"rows": 60}, "ran with rows 40, this call with 60"),
                             ({"raise_repeats": 4}, "ran with RAISE repeats 1, this call with 4"),
                             ({"schedule": "uniform"}, "ran with schedule tuned"),
+                            ({"pilot_betas": 2 * PILOT}, f"ran with pilot temperatures {PILOT}, "
+                                                         f"this call with {2 * PILOT}"),
                             ({"tolerance": 0.5}, "ran with tolerance 1e-06")):
         with pytest.raises(ValueError, match=message):
             bracket_nll(model, rows, max_betas=200, resume=stored, **{**settings, **change})
@@ -257,21 +266,26 @@ def test_a_bracket_tempering_re_judged_continues_as_the_bracket_it_checked():
 
 
 def test_a_bracket_stored_before_its_routes_were_recorded_continues():
-    """Brackets stored before "bases", "paths" and "schedule" were recorded ran the data base
-    alone, on the paths their levels name, with RAISE on AIS's schedule: continued so."""
+    """Brackets stored before "bases", "paths", "schedule" and "pilot_betas" were recorded ran
+    the data base alone, on the paths their levels name, with RAISE on AIS's schedule and
+    pilots of 1,000 temperatures: continued so."""
     model, _ = _model("irbm", {"beta": 1.05})
     rows, train = _data(4, 200, 0.5), _data(6, 300, 0.4)
     settings = dict(base_data=train, rows=40, tolerance=1e-6, seed=3, n_chains=16,
                     n_betas=25, bases=("data",), schedule="tuned-forward")
     old = bracket_nll(model, rows, max_betas=25, **settings).summary()
     assert set(old["levels"][0]["ais"]) == set(model.ais_paths)
-    for key in ("bases", "paths", "schedule", "raise_repeats"):
+    assert old["pilot_betas"] == 1000
+    for key in ("bases", "paths", "schedule", "raise_repeats", "pilot_betas"):
         del old[key]
     continued = bracket_nll(model, rows, max_betas=50, resume=old, **settings)
     assert [level["n_betas"] for level in continued.levels] == [25, 50]
     with pytest.raises(ValueError, match=r"ran with paths \('pinned', 'linear'\), this call "
                                          r"with \('linear',\)"):
         bracket_nll(model, rows, max_betas=50, resume=old, **{**settings, "paths": ("linear",)})
+    with pytest.raises(ValueError, match=rf"ran with pilot temperatures 1000, this call with "
+                                         rf"{PILOT}"):
+        bracket_nll(model, rows, max_betas=50, resume=old, **{**settings, "pilot_betas": PILOT})
 
 
 @pytest.mark.parametrize("family, options, path", [("rbm", {}, "linear"),
