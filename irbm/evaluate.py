@@ -388,7 +388,7 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                 paths=None, bases=None, trajectory=None, schedule: str = "tuned",
                 pilot_data=None, resume=None, raise_repeats: int = 1,
                 max_betas: int = 1_000_000, tempering=None, progress: bool = False,
-                echo=None, pilot_betas: int = PILOT_BETAS) -> Bracket:
+                echo=None, pilot_betas: int | None = None) -> Bracket:
     """[optimistic, conservative] around mean_n -ln p(v_n) for ``data`` (N, n_visible).
 
     Runs AIS (``n_chains`` chains) and RAISE (``raise_repeats`` reverse chains per row of a
@@ -443,10 +443,11 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         brackets made before, which it re-derives); the rows bracketed never tune it.
     pilot_data : Tensor or array (M, n_visible), optional
         Rows other than ``data`` (the training set) for RAISE's pilot; default ``base_data``.
-    pilot_betas : int
+    pilot_betas : int, optional
         Temperatures of each pilot run of the tuned schedules (32 chains each, once per route
-        and direction). The default's 1,000 cost little beside a level at size, but most of a
-        bracket of a small model whose levels have a few hundred temperatures.
+        and direction). Default: the first level's ``n_betas``, at most 1,000, so that the
+        pilots cost no more than a level; continuing, the stored bracket's (1,000 for those
+        stored before it was recorded).
     resume : dict, optional
         A stored bracket of this model (`Bracket.summary`) to continue: its levels are kept and
         the temperatures doubled from its last, with its chains, rows, seed, routes and
@@ -487,6 +488,9 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         if kind != "trajectory" or trajectory is None:
             model.check_ais_path(kind)
     make_betas(n_betas)  # validates
+    if pilot_betas is None:
+        pilot_betas = (min(PILOT_BETAS, int(n_betas)) if resume is None
+                       else stored_pilot_betas(resume) or PILOT_BETAS)
     make_betas(pilot_betas)
     seed = 0 if seed is None else int(seed)
     data = model.check_visible(torch.as_tensor(data))

@@ -21,14 +21,7 @@ from . import checkpoint as ckpt
 from . import runs
 from ._io import atomic_write
 from .ais import estimate_log_partition
-from .bracket import (
-    PILOT_BETAS,
-    RAISE_REPEATS,
-    level_estimates,
-    pool_estimates,
-    rejudge,
-    stored_pilot_betas,
-)
+from .bracket import RAISE_REPEATS, level_estimates, pool_estimates, rejudge
 from .datasets import ALIASES, LOADERS, load_dataset
 from .evaluate import (
     bracket_nll,
@@ -547,8 +540,6 @@ def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, 
                            paths=None if path is None else (path,),
                            bases=None if base is None else (base,), tempering=tempering,
                            schedule=schedule, pilot_data=torch.as_tensor(dataset.train),
-                           pilot_betas=(PILOT_BETAS if resume is None
-                                        else stored_pilot_betas(resume) or PILOT_BETAS),
                            resume=resume, echo=say)
     say(f"  test  {interval}")
     for reason in interval.reasons:

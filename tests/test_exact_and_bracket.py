@@ -246,9 +246,7 @@ def test_raise_at_full_size_matches_exact_nll(family, path, full_size):
 
 
 # ---------------------------------------------------------------------- 3. the bracket
-# Pilots of as many temperatures as the first level (the default's 1,000 would cost more than
-# the levels here; `test_bracket_out_of_time_says_why` keeps it).
-BRACKET_HIDDEN, PILOT_BETAS = 250, 250
+BRACKET_HIDDEN = 250
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -256,7 +254,7 @@ def test_bracket_contains_exact_nll_and_is_certified(family, full_size):
     model, log_z, rows = full_size(family, BRACKET_HIDDEN)
     exact = exact_nll(family, model, log_z, rows)
     bracket = bracket_nll(model, rows, base_data=None, rows=30, tolerance=1.0, seed=0,
-                          n_chains=32, n_betas=250, pilot_betas=PILOT_BETAS)
+                          n_chains=32, n_betas=250)
     assert bracket.optimistic <= exact + 0.1 and bracket.conservative >= exact - 0.1, \
         (bracket.optimistic, exact, bracket.conservative)
     assert bracket.width == pytest.approx(bracket.conservative - bracket.optimistic)
@@ -268,7 +266,7 @@ def test_the_tempering_cross_check_lands_on_the_exact_nll_inside_the_bracket(ful
     model, log_z, rows = full_size("irbm", BRACKET_HIDDEN)
     exact = exact_nll("irbm", model, log_z, rows)
     bracket = bracket_nll(model, rows, base_data=None, rows=30, tolerance=1.0, seed=0,
-                          n_chains=32, n_betas=250, pilot_betas=PILOT_BETAS,
+                          n_chains=32, n_betas=250,
                           tempering={"n_temperatures": 16, "n_sweeps": 120, "n_ladders": 16})
     check = bracket.cross_check
     assert abs(check["nll"] - exact) < 4 * check["stderr"] + 0.05, (check, exact)
@@ -285,7 +283,7 @@ def test_a_tempering_estimate_above_raise_refutes_it_inside_bracket_nll(full_siz
     monkeypatch.setattr(evaluate, "cross_check", lambda *args, **kwargs: {
         "nll": exact + 20.0, "stderr": 0.1, "passages": 10, "route": "linear"})
     bracket = bracket_nll(model, rows, base_data=None, rows=30, tolerance=1.0, seed=0,
-                          n_chains=16, n_betas=250, pilot_betas=PILOT_BETAS, tempering=True)
+                          n_chains=16, n_betas=250, tempering=True)
     assert bracket.conservative == math.inf and bracket.certified is False
     assert bracket.levels[-1]["refuted_by_check"] and bracket.stopped_by is None
     assert any(f"falls below the tempering estimate ({exact + 20:.2f} +/- 0.10)" in reason

@@ -160,6 +160,34 @@ def test_raise_is_never_tuned_on_the_rows_it_bounds(monkeypatch):
                                       _reverse(model, kind, "model", None, train, (200,))[0])
 
 
+class _Stop(Exception):
+    pass
+
+
+def test_the_pilots_default_to_the_first_levels_temperatures_at_most_1000(monkeypatch):
+    """A pilot costs no more than the first level (and at most 1,000 temperatures); a
+    continued bracket keeps the pilots it was started with unless told otherwise."""
+    model, _ = _model("rbm", {})
+    rows, train = _data(4, 200, 0.5), _data(6, 300, 0.4)
+    settings = dict(base_data=train, rows=40, tolerance=1e-6, seed=3, n_chains=16)
+    stored = bracket_nll(model, rows, n_betas=50, max_betas=50, **settings).summary()
+    assert stored["pilot_betas"] == 50
+    assert bracket_nll(model, rows, n_betas=50, max_betas=50, schedule="uniform",
+                       **settings).summary()["pilot_betas"] is None
+    asked = []
+
+    def first_pilot(*args, pilot_betas, **kwargs):
+        asked.append(pilot_betas)
+        raise _Stop
+
+    monkeypatch.setattr(evaluate, "thermodynamic_length", first_pilot)
+    for options in ({"n_betas": 4000}, {"n_betas": 4000, "pilot_betas": 300},
+                    {"resume": stored, "max_betas": 100}):
+        with pytest.raises(_Stop):
+            bracket_nll(model, rows, **settings, **options)
+    assert asked == [1000, 300, 50]
+
+
 def test_a_schedule_outside_the_list_is_refused_before_work():
     model, _ = _model("rbm", {})
     rows = torch.zeros(4, 12, dtype=torch.float64)
@@ -273,9 +301,8 @@ def test_a_bracket_stored_before_its_routes_were_recorded_continues():
     rows, train = _data(4, 200, 0.5), _data(6, 300, 0.4)
     settings = dict(base_data=train, rows=40, tolerance=1e-6, seed=3, n_chains=16,
                     n_betas=25, bases=("data",), schedule="tuned-forward")
-    old = bracket_nll(model, rows, max_betas=25, **settings).summary()
+    old = bracket_nll(model, rows, max_betas=25, pilot_betas=1000, **settings).summary()
     assert set(old["levels"][0]["ais"]) == set(model.ais_paths)
-    assert old["pilot_betas"] == 1000
     for key in ("bases", "paths", "schedule", "raise_repeats", "pilot_betas"):
         del old[key]
     continued = bracket_nll(model, rows, max_betas=50, resume=old, **settings)

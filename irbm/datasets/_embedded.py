@@ -7,6 +7,8 @@ whose seed is fixed, so changing `seed` changes only the binarization.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ._dataset import Dataset, binarize_stochastic, fixed_split
@@ -27,13 +29,22 @@ def embedded_digits(*, seed: int = 42) -> Dataset:
     Dataset
         train (1197, 64), valid (300, 64), test (300, 64), uint8 in {0, 1}, 8x8 "C".
     """
-    from sklearn.datasets import load_digits  # deferred: importing sklearn takes ~1 s
-
-    images = load_digits().data  # (1797, 64) float64 in 0..16, read from sklearn's package data
+    images = _digit_images()
     train, valid, test = fixed_split(len(images), 300, 300, _SPLIT_SEED)
     splits = binarize_stochastic([images[train], images[valid], images[test]], 16.0, seed)
     return Dataset("digits", *splits, image_shape=(8, 8), pixel_order="C",
                    source="sklearn.datasets.load_digits")
+
+
+@functools.cache
+def _digit_images() -> np.ndarray:
+    """(1797, 64) float64 intensities 0..16, read-only: parsed once per process (sklearn
+    decompresses and parses a CSV at every load_digits call, 0.25 s)."""
+    from sklearn.datasets import load_digits  # deferred: importing sklearn takes ~1 s
+
+    images = load_digits().data
+    images.flags.writeable = False
+    return images
 
 
 def embedded_mnist(*, seed: int = 42) -> Dataset:
