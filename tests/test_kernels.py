@@ -896,3 +896,27 @@ def test_the_fused_adagrad_step_does_not_depend_on_the_thread_count(monkeypatch)
     assert _compiled.adagrad[1].split_calls, "the threaded step did not run"
     for name, tensor in finals[0].items():
         assert torch.equal(tensor, finals[1][name]), name
+
+
+# ---------------------------------------------------------------------------- warming up
+@needs_kernels
+def test_warm_up_compiles_its_share_of_the_kernels_and_then_the_rest():
+    """In a fresh interpreter, `warm_up(1, 2)` gives the serial kernels of its groups their
+    float32 and float64 compilations (from numba's cache once the suite's workers have written
+    it) and leaves the other group's uncompiled; `warm_up(0, 2)` then compiles those."""
+    import json
+    import subprocess
+    import sys
+    code = ("import json; from irbm import kernels; from irbm.kernels import _compiled\n"
+            "def counts(): return {name: len(getattr(_compiled, name)[0].signatures) for name "
+            "in ('bernoulli_logits', 'annealed_units', 'ordered_units', 'released_units', "
+            "'ordered_statistics', 'adagrad')}\n"
+            "kernels.warm_up(1, 2); first = counts(); kernels.warm_up(0, 2)\n"
+            "print(json.dumps([first, counts()]))")
+    first, both = json.loads(subprocess.run([sys.executable, "-c", code], check=True,
+                                            capture_output=True, text=True).stdout)
+    ordered = {"ordered_units", "released_units"}
+    assert first == {name: 0 if name in ordered else 2 for name in first}
+    assert both == dict.fromkeys(first, 2)
+    with pytest.raises(ValueError, match="share must lie in 0..shares - 1"):
+        kernels.warm_up(2, 2)
