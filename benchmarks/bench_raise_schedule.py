@@ -8,7 +8,7 @@ base's: a pilot of reverse chains sees the variance where RAISE spends it. Both 
 fixed before the estimate runs, on the same rows and seeds, so only the spacing differs.
 
     python benchmarks/bench_raise_schedule.py [--quick] [--run RUN ...] [--betas 2000 4000]
-        [--rows 300] [--path linear] [--threads 1]
+        [--rows 300] [--path linear] [--threads 1] [--pilot-betas 1000]
 
 Findings (2-core AMD EPYC (Zen 4: AVX-512), one thread, two other processes on the machine,
 session 17; CalTech101 test rows, 300 at random, data base, linear path; test NLL over the
@@ -45,11 +45,12 @@ from irbm.bracket import control_variate
 from irbm.evaluate import REVERSE_PILOT_ROWS, free_energies, raise_nll
 
 
-def schedules(model, base_rows, path, seed):
+def schedules(model, base_rows, path, seed, pilot_betas=1000):
     """name -> (t, L(t)) of each pilot: AIS's forward one, RAISE's reverse one."""
     picked = base_rows[torch.randperm(base_rows.shape[0],
                                       generator=torch.Generator().manual_seed(seed + 2))]
-    options = {"base": "data", "path": path, "data": base_rows, "seed": seed + 1}
+    options = {"base": "data", "path": path, "data": base_rows, "seed": seed + 1,
+               "pilot_betas": pilot_betas}
     return {"AIS's (tuned-forward)": thermodynamic_length(model, **options),
             "RAISE's own (tuned)": thermodynamic_length(
                 model, reverse_from=picked[:REVERSE_PILOT_ROWS], **options)}
@@ -66,10 +67,13 @@ def main():
     parser.add_argument("--rows", type=int, default=300)
     parser.add_argument("--path", default="linear")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--pilot-betas", type=int, default=1000,
+                        help="temperatures of each pilot")
     args = parser.parse_args()
     n_visible, block_size = 784, 16
     if args.quick:
         args.exact, n_visible, block_size, args.rows, args.betas = [12], 24, 6, 20, [30]
+        args.pilot_betas = 30
     print(f"# RAISE schedules: {conditions(False)}; RAISE on {args.rows} rows, data base, "
           f"{args.path} path, {args.threads} thread(s)\n")
     rows = []
@@ -80,7 +84,7 @@ def main():
             order = torch.randperm(test.shape[0], generator=torch.Generator().manual_seed(0))
             subset = test[order[:args.rows]]
             free_all, free_rows = free_energies(model, test), free_energies(model, subset)
-            pilots = schedules(model, base, args.path, seed=0)
+            pilots = schedules(model, base, args.path, seed=0, pilot_betas=args.pilot_betas)
             for count in args.betas:
                 for name, pilot in pilots.items():
                     estimate = raise_nll(model, subset, betas=betas_of_equal_length(*pilot, count),
