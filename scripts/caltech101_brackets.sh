@@ -81,9 +81,11 @@ done
 #   "results/models/irbm-peers-s2-e1000 --latest --bracket --continue" \
 #   "results/models/irbm-average-s1234-selected --latest --bracket --continue" \
 #   "results/models/rbm100-adagrad-e1000 --latest --bracket --continue"
-# Session 25 (no GPU): the independent estimate footnote 10 asked for, on one thread (about 16
-# minutes: 3,000 sweeps of tempering, then BDMC from its samples at 64,000 temperatures).
+# Session 25 (no GPU): the independent estimate footnote 10 asked for, and one for a bracket whose
+# sides cross, on one thread (about 16 minutes each: 3,000 sweeps of tempering, then BDMC from
+# its samples at 64,000 temperatures).
 irbm evaluate results/models/irbm-l1e-3-s1-e1000 --tempering 3000 --threads 1
+irbm evaluate results/models/irbm-peers-s2-e1000 --tempering 3000 --threads 1
 python scripts/bracket_results.py \
     results/models/{rbm100-adagrad,rbm500-adagrad,orbm500-l1e-3,irbm-l1e-3}-e1000 \
     results/models/irbm-l1e-3-s{1,2}-e1000 results/models/irbm-peers-s{1234,2}-e1000 \
