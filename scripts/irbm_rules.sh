@@ -199,6 +199,9 @@ AVERAGE=1 bash scripts/select_snapshots.sh "$RUNS/rules/irbm-peers-merge-avg-s1"
 #     --base data --ais-path linear --threads 1
 # irbm evaluate results/models/irbm-peers-average-s1-selected --latest --bracket --continue \
 #     --max-seconds 2700 --threads 1
+# Session 25 (no GPU again): one more doubling, to 64,000 temperatures (5,034 s, nice 10):
+# irbm evaluate results/models/irbm-peers-average-s1-selected --latest --bracket --continue \
+#     --max-seconds 5200 --threads 1
 peers_runs=(
   "peers, merged, raw/seed 1234=$RUNS/rules/irbm-peers-merge-avg-s1234"
   "peers, merged, raw/seed 2=$RUNS/rules/irbm-peers-merge-avg-s2"
