@@ -6,7 +6,8 @@ h W; 2 for the gradient pass over the stacked positive and negative examples: X 
 the ratio (median of per-repeat ratios) is the cost of everything else. Then CD-1 and PCD-1 of
 the RBM beside scikit-learn's BernoulliRBM (PCD-1) in the same run; an iRBM with growth beside
 an RBM of the same final size on CalTech101-sized data (4,100 x 784 random binary rows, a few
-hundred updates); and the thread policy's default against the best thread count per size.
+hundred updates); the thread policy's default against the best thread count per size; and two
+threads against one on whole updates with the kernels' threaded bar at several values (bars).
 
     python benchmarks/bench_training.py [--quick] [--busy] [--threads 1 2] [--repeats 7]
     python benchmarks/bench_training.py --device cuda --streams torch --only ratios growth
@@ -244,6 +245,41 @@ def growth_table(args):
     print(table(["iRBM units", "updates", "iRBM ms/update", "RBM ms/update", "ratio"], rows))
 
 
+def bar_table(args, updates: int = 5):
+    """Two threads against one on whole PCD-k updates, with the kernels' threaded bar
+    (`irbm.kernels.THREADED_MIN_ELEMENTS`: calls below it stay on one thread) at each of
+    ``args.bars``; each timing is ``updates`` updates."""
+    import irbm.kernels as kernels
+    default, previous = kernels.THREADED_MIN_ELEMENTS, torch.get_num_threads()
+
+    def at(run, n, bar):
+        def timed():
+            kernels.THREADED_MIN_ELEMENTS = bar
+            torch.set_num_threads(n)
+            for _ in range(updates):
+                run()
+        return timed
+    rows = []
+    try:
+        for n_hidden in args.sizes:
+            for family in FAMILIES:
+                one, two = (update_runner(make_model(family, args.visible, n_hidden), K,
+                                          random_stream="philox") for _ in range(2))
+                times = interleaved({"1t": at(one, 1, default),
+                                     **{f"2t {bar}": at(two, 2, bar) for bar in args.bars}},
+                                    args.repeats)
+                rows.append([n_hidden, family, median_ms(times["1t"]) / updates]
+                            + [median_ratio(times["1t"], times[f"2t {bar}"])
+                               for bar in args.bars])
+    finally:
+        kernels.THREADED_MIN_ELEMENTS = default
+        torch.set_num_threads(previous)
+    print(f"\n### Two threads' speed-up on a PCD-{K} update (Philox stream) by the kernels' "
+          f"threaded bar (now {default})\n")
+    print(table(["hidden", "family", "1 thread ms"] + [f"2t, bar {bar}" for bar in args.bars],
+                rows))
+
+
 def policy_table(args, timings):
     """The default thread count (irbm._threads) against the best measured one, per size."""
     rows = []
@@ -271,7 +307,12 @@ def main(argv=None):
     parser.add_argument("--growth-updates", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="tiny smoke run")
     parser.add_argument("--busy", action="store_true", help="keep one core busy meanwhile")
-    parser.add_argument("--only", nargs="+", default=["ratios", "sklearn", "growth", "policy"])
+    parser.add_argument("--only", nargs="+",
+                        default=["ratios", "sklearn", "growth", "policy", "bars"],
+                        help="tables to print (bars: two threads by the kernels' "
+                             "threaded bar, --bars)")
+    parser.add_argument("--bars", type=int, nargs="+", default=[2**18, 2**14, 2**12],
+                        help="threaded bars (elements) the 'bars' table compares")
     parser.add_argument("--device", default="cpu",
                         help="torch device of the models (cuda: the eager step on the GPU; the "
                              "thread and scikit-learn tables are the CPU's and are left out)")
@@ -292,6 +333,8 @@ def main(argv=None):
         growth_table(args)
     if "policy" in args.only:
         policy_table(args, timings)
+    if "bars" in args.only:
+        bar_table(args)
 
 
 if __name__ == "__main__":
