@@ -46,8 +46,9 @@ import torch
 # `irbm.evaluate.bracket_nll`'s temperature schedules (its ``schedule``).
 SCHEDULES = ("tuned", "tuned-forward", "uniform")
 
-# Temperatures of each pilot run of the tuned schedules (`bracket_nll`'s pilot_betas), and of
-# every bracket stored before they were recorded.
+# The most temperatures a pilot run of the tuned schedules takes by default (`bracket_nll`'s
+# pilot_betas: the first level's, at most this), and those of every bracket stored before the
+# pilots' were recorded.
 PILOT_BETAS = 1000
 
 

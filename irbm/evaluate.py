@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
+import numbers
 import time
 from dataclasses import dataclass
 
@@ -445,9 +446,9 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         Rows other than ``data`` (the training set) for RAISE's pilot; default ``base_data``.
     pilot_betas : int, optional
         Temperatures of each pilot run of the tuned schedules (32 chains each, once per route
-        and direction). Default: the first level's ``n_betas``, at most 1,000, so that the
-        pilots cost no more than a level; continuing, the stored bracket's (1,000 for those
-        stored before it was recorded).
+        and direction). Default: the first level's ``n_betas``, at most 1,000, so that a small
+        bracket does not spend most of its time in pilots; continuing, the stored bracket's
+        (1,000 for those stored before it was recorded).
     resume : dict, optional
         A stored bracket of this model (`Bracket.summary`) to continue: its levels are kept and
         the temperatures doubled from its last, with its chains, rows, seed, routes and
@@ -491,7 +492,10 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     if pilot_betas is None:
         pilot_betas = (min(PILOT_BETAS, int(n_betas)) if resume is None
                        else stored_pilot_betas(resume) or PILOT_BETAS)
-    make_betas(pilot_betas)
+    elif isinstance(pilot_betas, bool) or not isinstance(pilot_betas, numbers.Integral) \
+            or pilot_betas < 2:
+        raise ValueError(f"pilot_betas must be an integer >= 2 (temperatures of each pilot "
+                         f"run), got {pilot_betas!r}")
     seed = 0 if seed is None else int(seed)
     data = model.check_visible(torch.as_tensor(data))
     n_rows = min(data.shape[0], 300) if rows is None else int(rows)

@@ -54,13 +54,16 @@ def pytest_xdist_auto_num_workers(config):
 
 def pytest_configure(config):
     """In a pytest-xdist worker: compile this worker's share of the numba kernels first
-    (`irbm.kernels.warm_up`), so that on a fresh clone the workers compile each kernel once
-    between them (about 6 s each on 2 cores, where each compiled all of them, about 12 s, as
-    its tests first called them) and load the rest from numba's cache."""
+    (`irbm.kernels.warm_up`), so that on a fresh clone the workers split the compile (6-8 s
+    each on 2 cores, where each compiled all of them, about 12 s, as its tests first called
+    them; the helpers both shares call are compiled by both) and load the rest from numba's
+    cache."""
     worker = getattr(config, "workerinput", None)
     if worker is not None:
         from irbm.kernels import warm_up
-        warm_up(int(worker["workerid"].removeprefix("gw")), int(worker["workercount"]))
+        # A worker that replaces a crashed one is numbered on (gw2 of 2): the crashed one's share.
+        count = int(worker["workercount"])
+        warm_up(int(worker["workerid"].removeprefix("gw")) % count, count)
 
 
 DATA_DIR_ENV = "IRBM_DATA_DIR"

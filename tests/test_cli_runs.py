@@ -474,6 +474,8 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
     assert new["levels"][len(old["levels"])]["n_betas"] == 2 * old["levels"][-1]["n_betas"]
     assert (new["n_chains"], new["n_rows"], new["tolerance"], new["paths"], continued["seed"]) \
         == (10, 20, 0.01, ["linear"], 4)
+    # The pilots of the first level's 50 temperatures, kept (a new bracket would cap at 1,000).
+    assert old["pilot_betas"] == new["pilot_betas"] == 50
     assert new["max_seconds"] == 2  # the stored budget again, for this call
 
 

@@ -6,6 +6,8 @@ Tiny float64 block-diagonal models whose ln Z is enumerated, all three families.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -23,8 +25,8 @@ from irbm.evaluate import bracket_nll, free_energies
 from irbm.models import UniformSource, block_diagonal
 
 FAMILIES = [("rbm", {}), ("orbm", {"beta": 1.05}), ("irbm", {"beta": 1.05})]
-# Pilot temperatures of the brackets below: a fifth of the default's, which the tests of
-# stored brackets keep (those without the setting ran it).
+# Pilot temperatures given to the brackets below, whatever their first level (the default
+# follows it, at most 1,000; the tests of stored brackets keep that).
 PILOT = 200
 
 
@@ -186,6 +188,10 @@ def test_the_pilots_default_to_the_first_levels_temperatures_at_most_1000(monkey
         with pytest.raises(_Stop):
             bracket_nll(model, rows, **settings, **options)
     assert asked == [1000, 300, 50]
+    for bad in (1, 0, True, 2.5, "300"):
+        with pytest.raises(ValueError, match=rf"pilot_betas must be an integer >= 2 .*got "
+                                             rf"{re.escape(repr(bad))}"):
+            bracket_nll(model, rows, pilot_betas=bad, **settings)
 
 
 def test_a_schedule_outside_the_list_is_refused_before_work():

@@ -42,7 +42,7 @@ def _digit_images() -> np.ndarray:
     decompresses and parses a CSV at every load_digits call, 0.25 s)."""
     from sklearn.datasets import load_digits  # deferred: importing sklearn takes ~1 s
 
-    images = load_digits().data
+    images = load_digits().data.copy()  # its own memory, then locked
     images.flags.writeable = False
     return images
 

@@ -308,8 +308,9 @@ def warm_up(share: int = 0, shares: int = 1) -> None:
     The kernels fall into groups of about equal compile time, taken round-robin by ``shares``
     processes: this one takes those of index ``share`` modulo ``shares``. Processes that start
     together (the test suite's workers on a fresh clone) so compile each kernel once between
-    them, and each loads the others' from the cache when it first calls them. A no-op where the
-    kernels do not run (`compiled_available`).
+    them (the small helpers both groups call, compiled on their own, by each), and each loads
+    the others' from the cache when it first calls them. A no-op where the kernels do not run
+    (`compiled_available`).
     """
     if not 0 <= int(share) < int(shares):
         raise ValueError(f"share must lie in 0..shares - 1, got {share} of {shares}")
