@@ -204,6 +204,9 @@ AVERAGE=1 bash scripts/select_snapshots.sh "$RUNS/rules/irbm-peers-merge-avg-s1"
 #     --max-seconds 5200 --threads 1
 # and the independent cross-check (21 minutes: 3,000 sweeps, then BDMC at 64,000 temperatures):
 # irbm evaluate results/models/irbm-peers-average-s1-selected --tempering 3000 --threads 1
+# and the same on the other two seeds' GPU brackets (20-21 minutes each, side by side):
+# irbm evaluate results/models/irbm-peers-average-s1234-selected --tempering 3000 --threads 1
+# irbm evaluate results/models/irbm-peers-average-s2-selected --tempering 3000 --threads 1
 peers_runs=(
   "peers, merged, raw/seed 1234=$RUNS/rules/irbm-peers-merge-avg-s1234"
   "peers, merged, raw/seed 2=$RUNS/rules/irbm-peers-merge-avg-s2"
