@@ -84,6 +84,7 @@ def steps_runner(model, n_chains, steps, base: str, kind=None, fused: bool = Tru
     return run
 
 
+@torch.no_grad()  # restores the caller's mode (tests/test_benchmarks.py calls main in-process)
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
@@ -109,7 +110,6 @@ def main(argv=None):
     if args.busy:
         start_busy_core()
     print(conditions(args.busy, args.device))
-    torch.set_grad_enabled(False)
     generator = torch.Generator().manual_seed(1234)
     rows = []
     for n_hidden in args.sizes:

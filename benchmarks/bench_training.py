@@ -294,6 +294,7 @@ def policy_table(args, timings):
     print(table(["hidden", "family", "default", "best", "default loss"], rows))
 
 
+@torch.no_grad()  # restores the caller's mode (tests/test_benchmarks.py calls main in-process)
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
@@ -325,7 +326,6 @@ def main(argv=None):
     if args.busy:
         start_busy_core()
     print(conditions(args.busy, args.device))
-    torch.set_grad_enabled(False)
     timings = ratio_table(args) if {"ratios", "policy"} & set(args.only) else None
     if "sklearn" in args.only:
         sklearn_table(args)
