@@ -92,32 +92,46 @@ def bar_log_ratio(forward, backward) -> float:
     """ln(Z_1 / Z_0) by Bennett's acceptance ratio, from w = ln f_1(x) - ln f_0(x).
 
     forward : (n_0,) w at samples x ~ f_0 / Z_0; backward : (n_1,) w at samples x ~ f_1 / Z_1.
-    Solves sum_0 sigmoid(w + c) = sum_1 sigmoid(-(w + c)) for c (increasing in c, so by
-    bisection); then ln(Z_1 / Z_0) = ln(n_1 / n_0) - c.
+    Solves g(c) = ln sum_0 sigmoid(w + c) - ln sum_1 sigmoid(-(w + c)) = 0 for c; then
+    ln(Z_1 / Z_0) = ln(n_1 / n_0) - c. g is increasing and nearly linear far from the root,
+    so Newton's steps reach it in a few evaluations; a step that would leave the bracket
+    [low, high] known to hold the root is a bisection instead (where g' underflows, say).
     """
     forward = np.asarray(forward, dtype=np.float64)
     backward = np.asarray(backward, dtype=np.float64)
     if forward.size == 0 or backward.size == 0:
         raise ValueError("BAR needs samples from both distributions")
-
-    def log_sigmoid(u):
-        return -np.logaddexp(0.0, -u)
-
-    def balance(c):  # ln sum_0 sigmoid(w + c) - ln sum_1 sigmoid(-(w + c)): increasing in c
-        return (np.logaddexp.reduce(log_sigmoid(forward + c))
-                - np.logaddexp.reduce(log_sigmoid(-(backward + c))))
-
-    low = -max(forward.max(), backward.max()) - 50.0
-    high = -min(forward.min(), backward.min()) + 50.0
+    low = -max(forward.max(), backward.max()) - 50.0  # g < 0 here
+    high = -min(forward.min(), backward.min()) + 50.0  # g > 0 here
+    c = 0.5 * (low + high)
     for _ in range(200):
-        middle = 0.5 * (low + high)
-        if middle in (low, high):  # the interval is down to adjacent floats: nothing changes
+        value, slope = _bennett_balance(forward, backward, c)
+        if value == 0:
             break
-        if balance(middle) > 0:
-            high = middle
+        if value > 0:
+            high = c
         else:
-            low = middle
-    return math.log(backward.size / forward.size) - 0.5 * (low + high)
+            low = c
+        step = c - value / slope if slope > 0 else math.nan
+        if not low < step < high:  # also where the step is nan
+            step = 0.5 * (low + high)
+        if step == c or abs(step - c) <= 4 * np.finfo(np.float64).eps * max(1.0, abs(c)):
+            c = step
+            break
+        c = step
+    return math.log(backward.size / forward.size) - c
+
+
+def _bennett_balance(forward, backward, c) -> tuple[float, float]:
+    """(g(c), g'(c)) of `bar_log_ratio`: with s = sigmoid(w + c) at the forward works and
+    r = sigmoid(-(w + c)) at the backward ones, g' = E_s[1 - s] + E_r[1 - r], each mean
+    weighted by its own terms (s / sum s, r / sum r)."""
+    log_s = -np.logaddexp(0.0, -(forward + c))  # ln sigmoid(w + c)
+    log_r = -np.logaddexp(0.0, backward + c)  # ln sigmoid(-(w + c))
+    log_sum_s, log_sum_r = np.logaddexp.reduce(log_s), np.logaddexp.reduce(log_r)
+    slope = (np.exp(log_s - log_sum_s) @ -np.expm1(log_s)
+             + np.exp(log_r - log_sum_r) @ -np.expm1(log_r))
+    return float(log_sum_s - log_sum_r), float(slope)
 
 
 def _log_partition(log_base, forward, backward, ladders=slice(None)) -> tuple[float, np.ndarray]:

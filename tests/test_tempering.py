@@ -33,6 +33,29 @@ def test_bar_recovers_the_ratio_of_two_shifted_gaussians():
     assert abs(estimate - log_k) < abs(one_sided - log_k) + 0.03
 
 
+def _bennett_root_by_bisection(forward, backward) -> float:
+    """ln(Z_1 / Z_0) from Bennett's equation solved by bisection down to adjacent floats."""
+    def balance(c):  # increasing in c
+        return (np.logaddexp.reduce(-np.logaddexp(0.0, -(forward + c)))
+                - np.logaddexp.reduce(-np.logaddexp(0.0, backward + c)))
+    low, high = -1e4, 1e4
+    while (middle := 0.5 * (low + high)) not in (low, high):
+        low, high = (low, middle) if balance(middle) > 0 else (middle, high)
+    return math.log(backward.size / forward.size) - middle
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_bar_solves_bennetts_equation_to_rounding(seed):
+    """Works of every spread, overlap and sample size, as ladders of trained models give:
+    the solver's answer is the root of Bennett's equation (found here by plain bisection)."""
+    rng = np.random.default_rng(seed)
+    spread, gap = 10.0 ** rng.uniform(-2, 2), rng.normal(0.0, 30.0)
+    forward = rng.normal(gap, spread, rng.integers(1, 3000)) * rng.choice([1.0, 0.1])
+    backward = rng.normal(gap + spread ** 2 / 2, spread, rng.integers(1, 3000))
+    expected = _bennett_root_by_bisection(forward, backward)
+    assert bar_log_ratio(forward, backward) == pytest.approx(expected, abs=1e-9, rel=1e-12)
+
+
 def test_bar_refuses_an_empty_side():
     with pytest.raises(ValueError, match="both distributions"):
         bar_log_ratio([], [1.0])
