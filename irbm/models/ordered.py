@@ -317,15 +317,16 @@ class _OrderedPath(BipartitePath):
         # exp is ~10 times slower on inputs whose result is subnormal (or nearly): clamping just
         # above ln(smallest normal) changes a sum whose largest term is 1 by less than rounding.
         self.floor = math.log(torch.finfo(model.dtype).tiny) + 1.0
+        self.log_tail = model._log_tail()  # beta's: fixed while annealing
 
     def _hidden_step(self, t_from, t_to):
         model, b = self.model, self.model.b.detach()
         if self.philox is not None:
             _, _, previous = kernels.ordered_hidden(
-                self.preactivation, model._penalties_from(b * t_from), model._log_tail(), None,
+                self.preactivation, model._penalties_from(b * t_from), self.log_tail, None,
                 scale=t_from)
             hidden, _, current = kernels.ordered_hidden(
-                self.preactivation, model._penalties_from(b * t_to), model._log_tail(),
+                self.preactivation, model._penalties_from(b * t_to), self.log_tail,
                 self.philox, scale=t_to)
             return current - previous, hidden  # float64: the AIS weights accumulate in it
         previous = model._log_z_weights_from(
