@@ -65,7 +65,9 @@ class _DistinctSum:
         self.log_sum = -math.inf
 
     def add(self, rows: torch.Tensor) -> None:
-        """Count the rows (M, width) of 0/1 values not seen before."""
+        """Count the rows (M, width) of 0/1 values not seen before. The values are not checked
+        (the callers pass validated data and chain states): other values would be hashed as
+        0/1 but evaluated as they are."""
         keys, first = np.unique(_row_hashes(rows), return_index=True)
         fresh = [(key, index) for key, index in zip(keys.tolist(), first.tolist())
                  if key not in self.seen]
@@ -80,11 +82,13 @@ class _DistinctSum:
 
 # splitmix64's constants (Steele, Lea & Flood 2014): a word is mixed into the running hash
 # with a multiply-xorshift finalizer, all in numpy's wrapping uint64 arithmetic.
-_GOLDEN, _MIX_1, _MIX_2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), \
-    np.uint64(0x94D049BB133111EB)
+_GOLDEN, _MIX_1, _MIX_2 = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9),
+                           np.uint64(0x94D049BB133111EB))
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer, elementwise: a bijection of uint64 that spreads every input bit
+    over the output (so rows of one 64-bit word never collide)."""
     x = (x ^ (x >> np.uint64(30))) * _MIX_1
     x = (x ^ (x >> np.uint64(27))) * _MIX_2
     return x ^ (x >> np.uint64(31))
@@ -98,6 +102,8 @@ def _row_hashes(rows: torch.Tensor) -> np.ndarray:
     words = np.zeros((packed.shape[0], -(-packed.shape[1] // 8) * 8), np.uint8)
     words[:, :packed.shape[1]] = packed
     words = words.view(np.uint64)
+    # Each word enters after the hash so far is multiplied, so the same words in another order
+    # hash differently; the start (the word count) is the same for every row of a call.
     hashes = np.full(words.shape[0], np.uint64(words.shape[1]), np.uint64)
     for column in range(words.shape[1]):
         hashes = _mix(hashes * _GOLDEN ^ _mix(words[:, column] + _GOLDEN))

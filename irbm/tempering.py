@@ -92,10 +92,12 @@ def bar_log_ratio(forward, backward) -> float:
     """ln(Z_1 / Z_0) by Bennett's acceptance ratio, from w = ln f_1(x) - ln f_0(x).
 
     forward : (n_0,) w at samples x ~ f_0 / Z_0; backward : (n_1,) w at samples x ~ f_1 / Z_1.
-    Solves g(c) = ln sum_0 sigmoid(w + c) - ln sum_1 sigmoid(-(w + c)) = 0 for c; then
-    ln(Z_1 / Z_0) = ln(n_1 / n_0) - c. g is increasing and nearly linear far from the root,
-    so Newton's steps reach it in a few evaluations; a step that would leave the bracket
-    [low, high] known to hold the root is a bisection instead (where g' underflows, say).
+    Solves g(c) = ln sum_0 sigmoid(w + c) - ln sum_1 sigmoid(-(w + c)) = 0 for c, increasing
+    in c; then ln(Z_1 / Z_0) = ln(n_1 / n_0) - c. Newton's steps inside a bracket [low, high]
+    known to hold the root, with the safeguard of Numerical Recipes' rtsafe (Press et al.,
+    section 9.4): a bisection instead wherever the step would leave the bracket or is not at
+    most half the step before last. Newton alone crawls where g is exponential in c (one nat
+    per step in a tail where g' = -g); bisection alone took about 60 evaluations, this about 10.
     """
     forward = np.asarray(forward, dtype=np.float64)
     backward = np.asarray(backward, dtype=np.float64)
@@ -104,21 +106,22 @@ def bar_log_ratio(forward, backward) -> float:
     low = -max(forward.max(), backward.max()) - 50.0  # g < 0 here
     high = -min(forward.min(), backward.min()) + 50.0  # g > 0 here
     c = 0.5 * (low + high)
-    for _ in range(200):
+    before_last = last = high - low  # the sizes of the last two steps
+    for _ in range(400):  # bisection alone ends within about 60 + 1100 (float64's range)
         value, slope = _bennett_balance(forward, backward, c)
-        if value == 0:
-            break
-        if value > 0:
-            high = c
-        else:
-            low = c
-        step = c - value / slope if slope > 0 else math.nan
-        if not low < step < high:  # also where the step is nan
+        if value == 0 and slope > 0:
+            return math.log(backward.size / forward.size) - c
+        # g = 0 without slope: both sums saturated, a plateau; keep to its upper edge.
+        low, high = (low, c) if value > 0 else (c, high)
+        newton = c - value / slope if slope > 0 else math.nan
+        if low < newton < high and abs(newton - c) <= 0.5 * before_last:
+            step = newton
+        else:  # also where the Newton step is nan
             step = 0.5 * (low + high)
-        if step == c or abs(step - c) <= 4 * np.finfo(np.float64).eps * max(1.0, abs(c)):
-            c = step
-            break
+        before_last, last = last, abs(step - c)
         c = step
+        if last <= 4 * np.finfo(np.float64).eps * max(1.0, abs(c)):
+            break
     return math.log(backward.size / forward.size) - c
 
 

@@ -31,8 +31,16 @@ def _global_state() -> dict:
 def test_benchmark_quick(script, monkeypatch, capsys):
     monkeypatch.syspath_prepend(str(BENCHMARKS))  # as for a script: its folder first (_common)
     monkeypatch.setattr(sys, "argv", [str(BENCHMARKS / script), "--quick"])
-    before = _global_state()
-    runpy.run_path(str(BENCHMARKS / script), run_name="__main__")
-    out = capsys.readouterr().out
-    assert "| hidden |" in out and "nan" not in out.lower()
-    assert _global_state() == before, f"{script} changed this process's global state"
+    before, environment = _global_state(), dict(os.environ)
+    try:
+        runpy.run_path(str(BENCHMARKS / script), run_name="__main__")
+        out = capsys.readouterr().out
+        assert "| hidden |" in out and "nan" not in out.lower()
+        assert _global_state() == before, f"{script} changed this process's global state"
+    finally:  # whatever happened, the tests after this one in the worker get it back
+        torch.set_grad_enabled(before["grad"])
+        torch.set_num_threads(before["threads"])
+        torch.set_default_dtype(before["dtype"])
+        os.environ.clear()
+        os.environ.update(environment)
+        sys.modules.pop("_common", None)  # benchmarks/_common.py, imported by the script

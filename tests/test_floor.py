@@ -78,6 +78,16 @@ def test_row_hashes_are_equal_for_equal_rows_and_differ_for_every_one_bit_change
     assert [by_row[row.tobytes()] for row in every.numpy()] == hashes.tolist()
 
 
+def test_row_hashes_depend_on_where_each_word_lies():
+    """Rows made of the same 64-bit words in another order (every two of four words swapped)
+    hash differently."""
+    generator = torch.Generator().manual_seed(0)
+    words = (torch.rand(50, 4, 64, generator=generator) < 0.5).to(torch.uint8)
+    orders = [[0, 1, 2, 3], [1, 0, 2, 3], [0, 2, 1, 3], [3, 1, 2, 0], [0, 1, 3, 2]]
+    rows = torch.cat([words[:, order].reshape(50, 256) for order in orders])
+    assert np.unique(floor._row_hashes(rows)).size == torch.unique(rows, dim=0).shape[0]
+
+
 def test_free_energies_of_the_hidden_layer_check_the_width():
     with pytest.raises(ValueError, match=r"shape \(N, 4\)"):
         floor.free_energies(randomized("rbm"), torch.zeros(0, 4), layer="hidden")

@@ -33,14 +33,18 @@ def test_bar_recovers_the_ratio_of_two_shifted_gaussians():
     assert abs(estimate - log_k) < abs(one_sided - log_k) + 0.03
 
 
+def _bennett_balance(forward, backward, c):
+    """ln sum_0 sigmoid(w + c) - ln sum_1 sigmoid(-(w + c)), increasing in c: 0 at the root."""
+    return (np.logaddexp.reduce(-np.logaddexp(0.0, -(forward + c)))
+            - np.logaddexp.reduce(-np.logaddexp(0.0, backward + c)))
+
+
 def _bennett_root_by_bisection(forward, backward) -> float:
     """ln(Z_1 / Z_0) from Bennett's equation solved by bisection down to adjacent floats."""
-    def balance(c):  # increasing in c
-        return (np.logaddexp.reduce(-np.logaddexp(0.0, -(forward + c)))
-                - np.logaddexp.reduce(-np.logaddexp(0.0, backward + c)))
     low, high = -1e4, 1e4
     while (middle := 0.5 * (low + high)) not in (low, high):
-        low, high = (low, middle) if balance(middle) > 0 else (middle, high)
+        low, high = (low, middle) if _bennett_balance(forward, backward, middle) > 0 else \
+            (middle, high)
     return math.log(backward.size / forward.size) - middle
 
 
@@ -54,6 +58,26 @@ def test_bar_solves_bennetts_equation_to_rounding(seed):
     backward = rng.normal(gap + spread ** 2 / 2, spread, rng.integers(1, 3000))
     expected = _bennett_root_by_bisection(forward, backward)
     assert bar_log_ratio(forward, backward) == pytest.approx(expected, abs=1e-9, rel=1e-12)
+
+
+@pytest.mark.parametrize("forward, backward, expected", [
+    ([0.0], [-500.0, -1000.0], math.log(2) - 750),  # g' = -g in the tail Newton starts from
+    ([0.0], [-1000.0, 500.0], math.log(2) - 500)])
+def test_bar_leaves_the_exponential_tails_of_bennetts_equation(forward, backward, expected):
+    assert bar_log_ratio(forward, backward) == pytest.approx(expected, abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_bar_finds_a_root_with_few_samples_far_apart(seed):
+    """A handful of works with spreads of hundreds of nats, the two sides overlapping either
+    way round: g at the answer is zero to rounding (where g is flat to rounding, any point of
+    the flat stretch is a root, and bisection's may differ)."""
+    rng = np.random.default_rng(seed)
+    spread = rng.uniform(100, 1000)
+    forward = rng.normal(0.0, spread, rng.integers(1, 20))
+    backward = rng.normal(rng.normal(0.0, 2 * spread), spread, rng.integers(1, 20))
+    c = math.log(backward.size / forward.size) - bar_log_ratio(forward, backward)
+    assert abs(_bennett_balance(forward, backward, c)) < 1e-9
 
 
 def test_bar_refuses_an_empty_side():
