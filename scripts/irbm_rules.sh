@@ -105,6 +105,9 @@ for model in irbm-merge-s2-e4250 irbm-merge-s2-e4250-average; do
       --raise-repeats 1 \
         --tolerance 1 --seed 0 --max-seconds 2400 --threads 1
 done
+# Session 26 (no GPU): the raw model's bracket doubled once more on one CPU thread (3,130 s).
+irbm evaluate results/models/irbm-merge-s2-e4250 --latest --bracket --continue \
+    --max-seconds 3300 --threads 1
 python scripts/trajectory_figure.py \
     "last minibatch merged/seed 1234=$RUNS/rules/irbm-merge-s1234" \
     "merged, average of 320 updates/seed 1234=$RUNS/avg/merge-s1234-avg320@average" \
