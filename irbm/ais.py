@@ -27,6 +27,8 @@ import json
 import math
 import os
 import time
+import zipfile
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -289,7 +291,8 @@ def convergence_curve(log_weights, n_points: int = 50):
     return counts, stats[:, 0], stats[:, 1], stats[:, 2]
 
 
-def _digest(*tensors) -> str:
+def tensor_digest(*tensors) -> str:
+    """sha256 of the tensors' bytes, in order (what keys a checkpoint to its inputs)."""
     hasher = hashlib.sha256()
     for tensor in tensors:
         array = torch.as_tensor(tensor).detach().cpu().numpy()
@@ -302,27 +305,55 @@ def batch_seed(seed: int, batch: int) -> int:
     return int(np.random.SeedSequence([seed, batch]).generate_state(1, np.uint64)[0] >> 1)
 
 
-def _load_checkpoint(path, config: str):
+def load_batches(path, config: str, names: tuple[str, ...]):
+    """({name: [Tensor per finished chain batch]}, seconds) of an interrupted run saved at
+    ``path`` by `save_batches` (empty lists and 0.0 when there is none); ValueError when it was
+    written with another ``config``."""
     if path is None or not os.path.exists(path):
-        return [], [], 0.0
-    with np.load(path) as saved:
-        if str(saved["config"]) != config:
-            raise ValueError(f"AIS checkpoint {path} was written with another configuration "
-                             "(model, schedule, base, chains or seed): delete it or change path")
-        bounds = np.cumsum([0] + saved["batch_sizes"].tolist())
-        pieces = list(zip(bounds[:-1], bounds[1:]))
-        log_weights = [torch.from_numpy(saved["log_weights"][i:j]) for i, j in pieces]
-        samples = [torch.from_numpy(saved["samples"][i:j]) for i, j in pieces]
-        return log_weights, samples, float(saved["seconds"])
+        return {name: [] for name in names}, 0.0
+    try:
+        with np.load(path) as saved:
+            config_saved = str(saved["config"])
+            sizes, seconds = saved["batch_sizes"].tolist(), float(saved["seconds"])
+            arrays = {name: saved[name] for name in names}
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as error:
+        raise ValueError(f"the checkpoint {path} is unreadable ({error}); delete it to run "
+                         "its chains afresh") from None
+    if config_saved != config:
+        raise ValueError(f"the checkpoint {path} was written with another configuration "
+                         "(model, schedule, base, chains, rows or seed): delete it or "
+                         "change path")
+    bounds = np.cumsum([0] + sizes)
+    return ({name: [torch.from_numpy(array[i:j]) for i, j in zip(bounds[:-1], bounds[1:])]
+             for name, array in arrays.items()}, seconds)
 
 
-def _save_checkpoint(path, config: str, log_weights, samples, seconds: float):
-    """Write to a temporary file and rename it, so an interruption never leaves a torn file."""
+def save_batches(path, config: str, batches: dict, seconds: float):
+    """Save the finished chain batches ({name: [Tensor (batch size, ...)]}, every name with the
+    same batch sizes) to ``path``: written to a temporary file and renamed, so an
+    interruption never leaves a torn file."""
+    sizes = [len(piece) for piece in next(iter(batches.values()))]
     with atomic_write(path) as handle:
         np.savez(handle, config=np.array(config), seconds=np.array(seconds),
-                 batch_sizes=np.array([len(w) for w in log_weights], dtype=np.int64),
-                 log_weights=torch.cat(log_weights).numpy(),
-                 samples=torch.cat(samples).to(torch.uint8).numpy())
+                 batch_sizes=np.array(sizes, dtype=np.int64),
+                 **{name: torch.cat(pieces).numpy() for name, pieces in batches.items()})
+
+
+def run_config(model, annealing, schedule: np.ndarray, base_name: str, base_bias, trajectory,
+               dtype, device, **settings) -> str:
+    """What makes a run's chain batches reproducible, as the JSON its checkpoint is keyed by:
+    the model and its parameters, the schedule (n_betas,), the base, the path, every model of
+    a trajectory, whether the fused kernels (another random stream) draw the chains, and
+    ``settings`` (chains or rows, seed, batch size...)."""
+    return json.dumps({
+        "model": model.config(), "parameters": tensor_digest(*model.state_dict().values()),
+        "betas": tensor_digest(torch.from_numpy(schedule)), "n_betas": len(schedule),
+        "base": base_name, "base_bias": tensor_digest(base_bias),
+        "path": annealing.description,
+        "trajectory": [tensor_digest(*m.state_dict().values()) for m in trajectory or []],
+        "kernels": annealing.fused_steps
+        and runs_on(torch.empty(1, dtype=dtype, device=device)),
+        **settings, "dtype": str(dtype), "device": device.type})
 
 
 def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=None, base=None,
@@ -389,18 +420,11 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
         annealing = make_path(model, base_bias, path, trajectory)
         check_path(model, annealing)
         log_partition_0 = annealing.log_base_partition
-        config = json.dumps({
-            "model": model.config(), "parameters": _digest(*model.state_dict().values()),
-            "betas": _digest(torch.from_numpy(betas)), "n_betas": len(betas), "base": base_name,
-            "base_bias": _digest(base_bias), "path": annealing.description,
-            # Every model along a trajectory, not only how many; and whether the fused kernels
-            # (another random stream) drew the chains, so a resumed run never mixes streams.
-            "trajectory": [_digest(*m.state_dict().values()) for m in trajectory or []],
-            "kernels": annealing.fused_steps
-            and runs_on(torch.empty(1, dtype=dtype, device=device)),
-            "n_chains": n_chains, "seed": seed,
-            "chain_batch_size": chain_batch_size, "dtype": str(dtype), "device": device.type})
-        all_log_weights, all_samples, seconds = _load_checkpoint(checkpoint_path, config)
+        config = run_config(model, annealing, betas, base_name, base_bias, trajectory, dtype,
+                            device, n_chains=n_chains, seed=seed,
+                            chain_batch_size=chain_batch_size)
+        done, seconds = load_batches(checkpoint_path, config, ("log_weights", "samples"))
+        all_log_weights, all_samples = done["log_weights"], done["samples"]
         sizes = [min(chain_batch_size, n_chains - start)
                  for start in range(0, n_chains, chain_batch_size)]
         betas_tensor = torch.from_numpy(betas)
@@ -416,7 +440,9 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
                 all_samples.append(samples.cpu())
                 seconds += time.perf_counter() - started
                 if checkpoint_path is not None:
-                    _save_checkpoint(checkpoint_path, config, all_log_weights, all_samples, seconds)
+                    save_batches(checkpoint_path, config, {
+                        "log_weights": all_log_weights,
+                        "samples": [piece.to(torch.uint8) for piece in all_samples]}, seconds)
     log_weights = torch.cat(all_log_weights)
     log_z, low, high = log_mean_interval(log_weights)
     return AISResult(log_z, low, high, log_weights,

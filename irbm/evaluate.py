@@ -18,14 +18,19 @@ import torch
 from tqdm.auto import tqdm
 
 from ._ais_chains import check_path, run_reverse_chains
+from ._bracket_work import LevelWork, bracket_identity
 from .ais import (
     AISResult,
     batch_seed,
     betas_of_equal_length,
     estimate_log_partition,
+    load_batches,
     make_betas,
     make_path,
     resolve_base,
+    run_config,
+    save_batches,
+    tensor_digest,
     thermodynamic_length,
     tuned_betas,
 )
@@ -205,7 +210,7 @@ def repeat_gap(per_chain: torch.Tensor) -> float | None:
 
 def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, path=None,
               trajectory=None, base_data=None, n_repeats: int = 1, chain_batch_size: int = 1000,
-              progress: bool = True) -> RAISEEstimate:
+              checkpoint_path=None, progress: bool = True) -> RAISEEstimate:
     """mean_n -ln p-hat(v_n) by reverse annealing (RAISE): the pessimistic partner of `ais_nll`.
 
     For each data row, ``n_repeats`` reverse chains start at the row, take a Gibbs transition at
@@ -229,7 +234,13 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
         Reverse chains per row.
     chain_batch_size : int
         Chains run together.
+    checkpoint_path : str, optional
+        .npz file where finished chain batches are saved; a rerun with the same configuration
+        (model, rows, schedule, base, repeats, batch size; requires ``seed``) resumes from it and
+        gives what an uninterrupted run gives, a different configuration raises ValueError.
     """
+    if checkpoint_path is not None and seed is None:
+        raise ValueError("resuming from checkpoint_path needs an explicit integer seed")
     schedule = torch.from_numpy(make_betas(n_betas, betas))
     n_repeats = int(n_repeats)
     if n_repeats < 1:
@@ -244,15 +255,26 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
         annealing = make_path(model, base_bias, path, trajectory)
         check_path(model, annealing)
         rows = data.repeat_interleave(n_repeats, 0)
-        pieces = []
-        with tqdm(total=math.ceil(rows.shape[0] / chain_batch_size) * (len(schedule) - 1),
+        config = run_config(model, annealing, schedule.numpy(), base_name, base_bias,
+                            trajectory, model.dtype, model.device,
+                            rows=tensor_digest(data),
+                            n_repeats=n_repeats, seed=int(seed),
+                            chain_batch_size=int(chain_batch_size))
+        done, restored = load_batches(checkpoint_path, config, ("log_ratios",))
+        pieces = done["log_ratios"]
+        started -= restored  # the seconds the saved batches took count as this run's
+        starts = range(0, rows.shape[0], chain_batch_size)
+        with tqdm(total=(len(starts) - len(pieces)) * (len(schedule) - 1),
                   disable=not progress, desc="RAISE", unit="step") as bar:
-            for batch, first in enumerate(range(0, rows.shape[0], chain_batch_size)):
-                chunk = rows[first:first + chain_batch_size]
+            for batch in range(len(pieces), len(starts)):
+                chunk = rows[starts[batch]:starts[batch] + chain_batch_size]
                 pieces.append(run_reverse_chains(make_path(model, base_bias, path, trajectory),
                                                  schedule,
                                                  chunk, batch_seed(int(seed), batch),
                                                  bar.update).cpu())
+                if checkpoint_path is not None:
+                    save_batches(checkpoint_path, config, {"log_ratios": pieces},
+                                 time.perf_counter() - started)
         log_ratios = torch.cat(pieces).view(data.shape[0], n_repeats)
         per_chain = (log_ratios - free_energies(model, rows).view(-1, n_repeats)
                      - annealing.log_base_partition)
@@ -389,7 +411,7 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                 paths=None, bases=None, trajectory=None, schedule: str = "tuned",
                 pilot_data=None, resume=None, raise_repeats: int = 1,
                 max_betas: int = 1_000_000, tempering=None, progress: bool = False,
-                echo=None, pilot_betas: int | None = None) -> Bracket:
+                echo=None, pilot_betas: int | None = None, work_dir=None) -> Bracket:
     """[optimistic, conservative] around mean_n -ln p(v_n) for ``data`` (N, n_visible).
 
     Runs AIS (``n_chains`` chains) and RAISE (``raise_repeats`` reverse chains per row of a
@@ -464,6 +486,12 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         bracket is not certified when it falls outside (`irbm.bracket.cross_check_reasons`).
     echo : callable(str), optional
         Called with one line per level.
+    work_dir : path, optional
+        Where the level under way saves its finished chain batches and the pilots
+        (`irbm._bracket_work`): a call with the same arguments after an interruption resumes
+        the level there, and returns what an uninterrupted call would have returned on that
+        device. A directory holding another bracket's work is refused before any work; it is
+        removed when the bracket returns.
 
     Returns
     -------
@@ -518,7 +546,14 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
             bases=bases, paths=paths, schedule=schedule, pilot_betas=int(pilot_betas),
             tolerance=tolerance, max_betas=max_betas)
     resumed_levels, ais_kept = len(levels), None
-    started = time.perf_counter()
+    work = None if work_dir is None else LevelWork(work_dir, bracket_identity(
+        model, data=data, base_data=base_data, pilot_data=pilot_data, trajectory=trajectory,
+        n_chains=int(n_chains), n_rows=n_rows, raise_repeats=raise_repeats, seed=seed,
+        bases=bases, paths=paths, schedule=schedule, pilot_betas=int(pilot_betas),
+        stored_levels=[level["n_betas"] for level in levels]))
+    if work is not None and work.restored_runs and echo is not None:
+        echo(f"  resuming the unfinished level from {work.directory}")
+    started, restored = time.perf_counter(), 0.0  # restored: seconds of saved batches
     free_all = free_energies(model, data)
     free_rows = free_energies(model, subset)
     # The floor's chains are cheap beside a level's (one Gibbs run of n_chains x 300 steps),
@@ -540,10 +575,14 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         reverse = reverse and schedule == "tuned"
         if (route, reverse) not in pilots:
             kind, base = routes[route]
-            pilots[route, reverse] = thermodynamic_length(
-                model, base=base, path=kind, trajectory=trajectory if kind == "trajectory"
-                else None, data=base_data, seed=seed + 1, pilot_betas=int(pilot_betas),
-                reverse_from=pilot_rows if reverse else None)
+
+            def pilot():
+                return thermodynamic_length(
+                    model, base=base, path=kind, trajectory=trajectory if kind == "trajectory"
+                    else None, data=base_data, seed=seed + 1, pilot_betas=int(pilot_betas),
+                    reverse_from=pilot_rows if reverse else None)
+            pilots[route, reverse] = pilot() if work is None else work.pilot(
+                f"{route} {'reverse' if reverse else 'forward'}", pilot)
         return betas_of_equal_length(*pilots[route, reverse], count)
 
     if resume is not None:
@@ -553,16 +592,19 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
             temperatures(route, n_temperatures)
             temperatures(route, n_temperatures, True)
     while True:
-        level_started = time.perf_counter()
+        level_started, restored_before = time.perf_counter(), restored
         level, results = {"n_betas": n_temperatures, "ais": {}, "raise": {}}, {}
         # Levels draw independent chains, so their bounds are independent estimates.
         level_seed = seed if not levels else batch_seed(seed, 1000 + len(levels))
         for route, (kind, base) in routes.items():
             along = trajectory if kind == "trajectory" else None
             betas = temperatures(route, n_temperatures)
-            ais = estimate_log_partition(model, n_chains, betas=betas, base=base, path=kind,
-                                         trajectory=along, data=base_data,
-                                         seed=level_seed, progress=progress)
+            run_started = time.perf_counter()
+            ais = estimate_log_partition(
+                model, n_chains, betas=betas, base=base, path=kind, trajectory=along,
+                data=base_data, seed=level_seed, progress=progress,
+                checkpoint_path=work and work.checkpoint(n_temperatures, route, "ais"))
+            restored += max(0.0, ais.seconds - (time.perf_counter() - run_started))
             results[route] = ais
             level["ais"][route] = {"log_z": ais.log_z, "n_chains": ais.n_chains,
                                   # ln(Z-hat + 3 sigma) - ln Z-hat: three standard errors
@@ -570,16 +612,22 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                                   "sigma": (ais.log_z_high - ais.log_z) / 3.0,
                                   "effective_sample_size": ais.effective_sample_size,
                                   "seconds": ais.seconds}
-            reverse = raise_nll(model, subset, betas=temperatures(route, n_temperatures, True),
+            reverse_betas, run_started = temperatures(route, n_temperatures, True), \
+                time.perf_counter()
+            reverse = raise_nll(model, subset, betas=reverse_betas,
                                 seed=level_seed, base=base,
                                 path=kind, trajectory=along, base_data=base_data,
                                 n_repeats=raise_repeats,
                                 # On a GPU the steps are launch-bound: the repeats of up to
-                                # 20,000 chains run as one batch (one chain per row: batches
-                                # of 1,000, as brackets have always run).
-                                chain_batch_size=1000 if raise_repeats == 1 else
-                                min(n_rows * raise_repeats, 20_000),
+                                # 20,000 chains run as one batch. Elsewhere batches of 1,000
+                                # (as brackets have always run one chain per row) are as fast
+                                # and each is saved as it ends (``work_dir``).
+                                chain_batch_size=min(n_rows * raise_repeats, 20_000)
+                                if raise_repeats > 1 and model.device.type == "cuda" else 1000,
+                                checkpoint_path=work and work.checkpoint(
+                                    n_temperatures, route, "raise"),
                                 progress=progress)
+            restored += max(0.0, reverse.seconds - (time.perf_counter() - run_started))
             whole, stderr = control_variate(free_all, free_rows, reverse.log_likelihoods)
             level["raise"][route] = {"rows": reverse.mean, "whole": whole, "stderr": stderr,
                                     "repeat_gap": reverse.repeat_gap,
@@ -603,7 +651,7 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         # The conservative side: the lowest RAISE NLL of any level that this optimistic side
         # does not refute (RAISE bounds its annealing model's NLL, see irbm.bracket).
         judge_conservative([*levels, level])
-        level["seconds"] = time.perf_counter() - level_started
+        level["seconds"] = time.perf_counter() - level_started + restored - restored_before
         levels.append(level)
         if echo is not None:
             gap = level["raise"].get(level["raise_path"], {}).get("repeat_gap")
@@ -635,11 +683,13 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         judge_conservative(levels, check)  # a RAISE route below it beyond the noise is out
         last = levels[-1]
     reasons = verdict(levels, tolerance=tolerance, out_of_time=out_of_time, cross_check=check)
+    if work is not None:
+        work.finish()
     return Bracket(last["optimistic"], last["conservative"], not reasons, reasons,
                    last["optimistic_rows"], last["conservative_rows"],
                    last["conservative_stderr"], last["log_z"], floor, n_rows,
                    last["n_betas"], int(n_chains),
-                   earlier_seconds + time.perf_counter() - started, tolerance,
+                   earlier_seconds + time.perf_counter() - started + restored, tolerance,
                    levels, ais_kept, bases, paths,
                    None if max_seconds is None else float(max_seconds),
                    None if not verdict(levels, tolerance=tolerance, out_of_time=False,

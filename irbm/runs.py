@@ -52,6 +52,8 @@ BEST_FILE = "best.safetensors"
 SAMPLES_FILE = "samples.npz"
 AIS_WEIGHTS_FILE = "ais_log_weights.npy"
 AIS_PARTIAL_FILE = "ais_partial.npz"
+# The level a bracket has under way (`irbm._bracket_work`): rerunning the command resumes it.
+BRACKET_WORK_DIR = "bracket_partial"
 # What numpy raises for a truncated or garbled .npz.
 _NPZ_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error)
 # Files that only a run that trained at least one epoch (or was evaluated) holds.

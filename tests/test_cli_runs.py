@@ -589,3 +589,53 @@ def test_a_run_evaluated_on_both_paths_reports_their_pooled_ln_z(tmp_path):
         best["nll"]["test"]["mean"] - best["log_z"] + pooled, 2)
     assert f"({other['log_z']:.2f} {other['path'].split(':')[0]} also ran" in \
         row["AIS (base, chains x temperatures, ESS, path)"]
+
+
+def test_an_interrupted_bracket_resumes_where_it_stopped(run_dir, monkeypatch, capsys):
+    """`irbm evaluate --bracket` stopped in its second level keeps that level's finished runs
+    under bracket_partial/; the same command resumes there, records the levels an
+    uninterrupted call records, and removes the directory. Another bracket's command is
+    refused while it is there, and nothing is touched."""
+    import irbm.evaluate as evaluate
+    from irbm.cli import main
+
+    def command(where, seed=4):
+        return ["evaluate", str(where), "--bracket", "--chains", "10", "--betas", "20",
+                "--raise", "20", "--raise-repeats", "1", "--tolerance", "0.001", "--seed",
+                str(seed), "--ais-path", "linear", "--base", "data", "--max-seconds", "2"]
+
+    uninterrupted = run_dir.parent / "uninterrupted"
+    shutil.copytree(run_dir, uninterrupted)
+    assert main(command(uninterrupted)) == 0
+    expected = evaluations(uninterrupted)[-1]["bracket"]["levels"]
+    real, calls = evaluate.run_reverse_chains, []
+
+    def interrupted(*args, **kwargs):  # RAISE's runs (its pilot calls irbm.ais's)
+        calls.append(1)
+        if len(calls) == 2:  # level 2's
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(evaluate, "run_reverse_chains", interrupted)
+        assert main(command(run_dir)) == 130
+    work = run_dir / "bracket_partial"
+    assert sorted(path.name for path in work.iterdir()) == [
+        "20-linear-ais.npz", "20-linear-raise.npz", "40-linear-ais.npz", "pilots.npz",
+        "settings.json"]
+    before = snapshot(run_dir)
+    refusal = run_cli(*command(run_dir, seed=5))
+    assert refusal.code != 0 and "holds the unfinished level of another bracket (it differs " \
+        "in seed)" in refusal.err, refusal.err
+    assert snapshot(run_dir) == before
+    capsys.readouterr()
+    assert main(command(run_dir)) == 0
+    assert "resuming the unfinished level from" in capsys.readouterr().out
+    levels = evaluations(run_dir)[-1]["bracket"]["levels"]
+    assert len(levels) >= 2 and len(expected) >= 2  # how many more, the clock decides
+    for level, same in zip(levels, expected):
+        for route in ("ais", "raise"):
+            for name, values in level[route].items():
+                assert {k: v for k, v in values.items() if k != "seconds"} == \
+                    {k: v for k, v in same[route][name].items() if k != "seconds"}
+    assert not work.exists()

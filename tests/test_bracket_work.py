@@ -1,0 +1,173 @@
+"""A bracket's level survives an interruption (`irbm._bracket_work`): its AIS and RAISE runs
+save their finished chain batches and its pilots in a work directory, and a call with the same
+arguments redoes only what is missing and returns what an uninterrupted call returns.
+
+Tiny float64 block-diagonal models; the CLI's use of it (`irbm evaluate --bracket`) in
+tests/test_cli_runs.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import irbm.ais as ais
+import irbm.evaluate as evaluate
+from irbm.evaluate import bracket_nll, raise_nll
+from irbm.models import block_diagonal
+
+
+def _model():
+    return block_diagonal("irbm", 12, 8, block_size=4, weight_std=2.0, dtype=torch.float64,
+                          seed=5, beta=1.05)[0]
+
+
+def _data(seed, n, rate):
+    return torch.rand(n, 12, generator=torch.Generator().manual_seed(seed),
+                      dtype=torch.float64).lt(rate).double()
+
+
+def _without_seconds(value):
+    if isinstance(value, dict):
+        return {key: _without_seconds(item) for key, item in value.items() if key != "seconds"}
+    if isinstance(value, list):
+        return [_without_seconds(item) for item in value]
+    return value
+
+
+SETTINGS = dict(rows=40, tolerance=1e-6, seed=3, n_chains=16, n_betas=25, bases=("data",),
+                raise_repeats=3, pilot_betas=200, max_betas=100)
+
+
+def _interrupt_at(monkeypatch, module, name, call):
+    """Make ``module.name`` raise KeyboardInterrupt at its ``call``-th call (1-based); return
+    the list its calls are counted in."""
+    real, calls = getattr(module, name), []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def test_an_interrupted_level_resumes_to_the_uninterrupted_bracket(tmp_path, monkeypatch):
+    """Stopped in its second level, after that level's first route, a bracket called again
+    with the same arguments runs only the missing runs, and its levels, sides and verdict are
+    those of a call never interrupted; its pilots are read back, not rerun; the work directory
+    is gone once it returns."""
+    model, rows, train = _model(), _data(4, 200, 0.5), _data(6, 300, 0.4)
+    whole = bracket_nll(model, rows, base_data=train, **SETTINGS)
+    assert [level["n_betas"] for level in whole.levels] == [25, 50, 100]
+    work = tmp_path / "work"
+    routes = len(model.ais_paths)
+    # RAISE runs: one per route and level, so the interruption falls in level 2, route 2's.
+    with monkeypatch.context() as patch:
+        _interrupt_at(patch, evaluate, "run_reverse_chains", routes + 2)
+        with pytest.raises(KeyboardInterrupt):
+            bracket_nll(model, rows, base_data=train, work_dir=work, **SETTINGS)
+    assert (work / "settings.json").exists() and (work / "pilots.npz").exists()
+    assert len(list(work.glob("50-*-ais.npz"))) == 2 and len(list(work.glob("50-*-raise.npz"))) == 1
+    forward, reverse, pilots = [], [], []
+    real_forward, real_reverse = ais.run_chains, evaluate.run_reverse_chains
+    monkeypatch.setattr(ais, "run_chains", lambda *a, **k: forward.append(1) or
+                        real_forward(*a, **k))
+    monkeypatch.setattr(evaluate, "run_reverse_chains", lambda *a, **k: reverse.append(1) or
+                        real_reverse(*a, **k))
+    real_pilot = evaluate.thermodynamic_length
+    monkeypatch.setattr(evaluate, "thermodynamic_length", lambda *a, **k: pilots.append(1) or
+                        real_pilot(*a, **k))
+    echoed = []
+    resumed = bracket_nll(model, rows, base_data=train, work_dir=work, echo=echoed.append,
+                          **SETTINGS)
+    assert pilots == []  # read back
+    assert len(forward) == routes * 1  # level 3's AIS only: levels 1-2's were saved
+    assert len(reverse) == 1 + routes  # level 2's second RAISE, then level 3's
+    assert f"resuming the unfinished level from {work}" in echoed[0]
+    assert _without_seconds(resumed.levels) == _without_seconds(whole.levels)
+    for side in ("optimistic", "conservative", "conservative_stderr", "log_partition"):
+        assert getattr(resumed, side) == getattr(whole, side), side
+    assert resumed.reasons == whole.reasons
+    assert not work.exists()
+
+
+def test_another_brackets_work_is_refused_before_any_work(tmp_path, monkeypatch):
+    """Leftovers of a bracket with other settings are neither mixed in nor deleted: the call
+    is refused, naming what differs and both ways out, before any work."""
+    model, rows, train = _model(), _data(4, 200, 0.5), _data(6, 300, 0.4)
+    work = tmp_path / "work"
+    with monkeypatch.context() as patch:
+        _interrupt_at(patch, evaluate, "run_reverse_chains", 1)
+        with pytest.raises(KeyboardInterrupt):
+            bracket_nll(model, rows, base_data=train, work_dir=work, **SETTINGS)
+    before = {path.name: path.read_bytes() for path in work.iterdir()}
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started before the refusal")
+
+    real_free_energies = evaluate.free_energies
+    monkeypatch.setattr(evaluate, "free_energies", no_work)
+    with pytest.raises(ValueError, match=r"holds the unfinished level of another bracket \(it "
+                                         r"differs in n_chains, seed\): rerun that bracket's "
+                                         r"command to finish it, or delete"):
+        bracket_nll(model, rows, base_data=train, work_dir=work,
+                    **{**SETTINGS, "seed": 4, "n_chains": 20})
+    other = _model()
+    with torch.no_grad():
+        other.W[0, 0] += 1e-9
+    with pytest.raises(ValueError, match=r"differs in parameters\)"):
+        bracket_nll(other, rows, base_data=train, work_dir=work, **SETTINGS)
+    assert {path.name: path.read_bytes() for path in work.iterdir()} == before
+    monkeypatch.setattr(evaluate, "free_energies", real_free_energies)
+    (work / "pilots.npz").write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="pilots.npz is unreadable .*; delete"):
+        bracket_nll(model, rows, base_data=train, work_dir=work, **SETTINGS)
+    (work / "settings.json").write_text("{not json")
+    with pytest.raises(ValueError, match="settings.json is unreadable .*; delete"):
+        bracket_nll(model, rows, base_data=train, work_dir=work, **SETTINGS)
+    # Settings alone hold no work (a call refused before its first pilot): replaced.
+    for path in work.glob("*.npz"):
+        path.unlink()
+    assert bracket_nll(model, rows, base_data=train, work_dir=work,
+                       **{**SETTINGS, "max_betas": 25}).levels
+    assert not work.exists()
+
+
+def test_raise_resumes_from_its_saved_chain_batches(tmp_path, monkeypatch):
+    """RAISE with a checkpoint: interrupted after two of four chain batches, rerun, it runs the
+    two missing ones and equals an uninterrupted run; another configuration is refused."""
+    model, rows, train = _model(), _data(4, 30, 0.5), _data(6, 300, 0.4)
+    options = dict(n_betas=30, seed=2, base="data", base_data=train, n_repeats=2,
+                   chain_batch_size=15, progress=False)
+    whole = raise_nll(model, rows, **options)
+    path = tmp_path / "raise.npz"
+    with monkeypatch.context() as patch:
+        _interrupt_at(patch, evaluate, "run_reverse_chains", 3)
+        with pytest.raises(KeyboardInterrupt):
+            raise_nll(model, rows, checkpoint_path=path, **options)
+    with np.load(path) as saved:
+        assert saved["batch_sizes"].tolist() == [15, 15]
+        assert json.loads(str(saved["config"]))["n_repeats"] == 2
+    with monkeypatch.context() as patch:
+        calls = _interrupt_at(patch, evaluate, "run_reverse_chains", 0)
+        resumed = raise_nll(model, rows, checkpoint_path=path, **options)
+    assert len(calls) == 2
+    assert torch.equal(resumed.log_likelihoods, whole.log_likelihoods)
+    assert resumed.mean == whole.mean and resumed.repeat_gap == whole.repeat_gap
+    for change in ({"seed": 3}, {"n_repeats": 3}, {"chain_batch_size": 10}):
+        with pytest.raises(ValueError, match="another configuration"):
+            raise_nll(model, rows, checkpoint_path=path, **{**options, **change})
+    with pytest.raises(ValueError, match="another configuration"):
+        raise_nll(model, rows.flip(0), checkpoint_path=path, **options)
+    with pytest.raises(ValueError, match="needs an explicit integer seed"):
+        raise_nll(model, rows, checkpoint_path=path, **{**options, "seed": None})
+    path.write_bytes(path.read_bytes()[:100])  # torn by something other than irbm
+    with pytest.raises(ValueError, match="raise.npz is unreadable .*; delete it to run its "
+                                         "chains afresh"):
+        raise_nll(model, rows, checkpoint_path=path, **options)
