@@ -347,10 +347,10 @@ def test_raise_repeats_average_reverse_chains_per_row_in_probability(family, opt
     averaged = bracket_nll(model, rows, raise_repeats=16, **settings)
     assert (single.summary()["raise_repeats"], averaged.summary()["raise_repeats"]) == (1, 16)
     subset, kwargs, estimate = seen[-1]
-    # One batch of every chain on a GPU (launch-bound), batches of 1,000 elsewhere (each saved
-    # as it ends when the bracket has a work directory).
+    # One batch of every chain on a GPU (launch-bound), smaller ones elsewhere (each saved as
+    # it ends when the bracket has a work directory).
     assert kwargs["n_repeats"] == 16 and kwargs["chain_batch_size"] == (
-        16 * 100 if model.device.type == "cuda" else 1000)
+        16 * 100 if model.device.type == "cuda" else evaluate.CPU_CHAIN_BATCH)
     again = real_raise(model, subset, **kwargs)
     assert torch.equal(again.log_likelihoods, estimate.log_likelihoods)
     stored = averaged.levels[-1]["raise"][path]
