@@ -210,6 +210,12 @@ AVERAGE=1 bash scripts/select_snapshots.sh "$RUNS/rules/irbm-peers-merge-avg-s1"
 # and the same on the other two seeds' GPU brackets (20-21 minutes each, side by side):
 # irbm evaluate results/models/irbm-peers-average-s1234-selected --tempering 3000 --threads 1
 # irbm evaluate results/models/irbm-peers-average-s2-selected --tempering 3000 --threads 1
+# Session 27 (no GPU): seed 2's bracket, whose conservative side still fell 0.24 at 64,000,
+# doubled to 128,000 temperatures on one CPU thread (about 7.5 hours, so across sessions: the
+# same command, rerun, resumes the level from the chain batches saved in
+# results/models/irbm-peers-average-s2-selected/bracket_partial/, committed at each stop):
+# nice -n 10 irbm evaluate results/models/irbm-peers-average-s2-selected --latest --bracket \
+#     --continue --max-seconds 30000 --threads 1
 peers_runs=(
   "peers, merged, raw/seed 1234=$RUNS/rules/irbm-peers-merge-avg-s1234"
   "peers, merged, raw/seed 2=$RUNS/rules/irbm-peers-merge-avg-s2"
