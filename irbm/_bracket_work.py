@@ -6,16 +6,17 @@ seeds depend on the batch alone (`irbm.ais.batch_seed`). With a work directory, 
 its finished batches there (`irbm.ais.save_batches`, one file per level, route and direction,
 keyed by everything that makes its draws), and the pilots of the tuned schedules are saved as
 they are run, so a call with the same arguments finds the same temperatures whatever its
-thread count, redoes only the unfinished batches and returns what an uninterrupted call would
-have returned on that device. ``settings.json`` names the bracket the files belong to: another
-bracket is refused before it starts rather than mixed with them or allowed to delete them.
+thread count and redoes only the unfinished batches. ``settings.json`` names the bracket the
+files belong to: another bracket is refused before it starts rather than mixed with them or
+allowed to delete them, and a lock keeps a second process off a directory in use.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
-import shutil
+import time
 import zipfile
 import zlib
 from pathlib import Path
@@ -25,43 +26,72 @@ import torch
 
 from ._io import atomic_write
 from .ais import tensor_digest
+from .kernels import runs_on
+
+try:  # POSIX; elsewhere two processes must not share a work directory (not enforced)
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None
 
 SETTINGS_FILE = "settings.json"
 PILOTS_FILE = "pilots.npz"
+LOCK_FILE = "lock"
+_RUN_FILE = re.compile(r"^\d+-[a-z0-9-]+-(ais|raise)\.npz$")
 
 
 def bracket_identity(model, *, data, base_data, pilot_data, trajectory, **settings) -> dict:
-    """What a bracket's draws depend on besides its level: the model, its rows (digests) and
-    ``settings`` (chains, rows, repeats, seed, routes, schedule, pilots), as JSON values."""
+    """What a bracket's draws depend on besides its levels' seeds: the model, its rows
+    (digests of their values), whether the fused kernels draw the chains, and ``settings``
+    (chains, rows, repeats, seed, routes, schedule, pilots, temperatures), as JSON values."""
     def digest(rows):
-        return None if rows is None else tensor_digest(torch.as_tensor(rows))
+        return None if rows is None else tensor_digest(
+            torch.as_tensor(rows).to(torch.float64))
 
     return json.loads(json.dumps({
         "model": model.config(), "parameters": tensor_digest(*model.state_dict().values()),
-        "data": digest(data), "base_data": digest(base_data), "pilot_data": digest(pilot_data),
+        "data": digest(data), "base data": digest(base_data),
+        "pilot data": digest(pilot_data),
         "trajectory": [tensor_digest(*m.state_dict().values()) for m in trajectory or []],
-        "dtype": str(model.dtype), "device": model.device.type, **settings}))
+        "dtype": str(model.dtype), "device": model.device.type,
+        "kernels": runs_on(torch.empty(1, dtype=model.dtype, device=model.device)),
+        **settings}))
 
 
 class LevelWork:
-    """The work directory of one bracket (see the module docstring).
+    """The work directory of one bracket (see the module docstring), locked while it lives.
 
     Parameters
     ----------
     directory : path
-        Created if absent; when it holds another bracket's work, ValueError names what differs
-        and the two ways out, before any work starts.
+        Missing, empty, or a bracket's work directory; when it holds another bracket's work,
+        ValueError names what differs and the way out, before any work starts.
     identity : dict
         `bracket_identity` of the bracket using it.
     """
 
     def __init__(self, directory, identity: dict):
         self.directory = Path(directory)
+        settings = self.directory / SETTINGS_FILE
+        if self.directory.exists() and not settings.exists() and any(
+                not _ours(path.name) for path in self.directory.iterdir()):
+            raise ValueError(f"{self.directory} is neither empty nor a bracket's work "
+                             "directory: give a new or empty directory")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock = _lock(self.directory / LOCK_FILE)
+        try:
+            self._check(identity)
+        except BaseException:
+            self.release()
+            raise
+        self.restored_runs = sum(1 for path in self.directory.iterdir()
+                                 if _RUN_FILE.match(path.name))
+
+    def _check(self, identity: dict):
+        settings = self.directory / SETTINGS_FILE
         # Settings alone (a bracket refused or failed before its first pilot) hold no work.
         if not any(self.directory.glob("*.npz")):
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._write(identity)
-        settings = self.directory / SETTINGS_FILE
+            with atomic_write(settings, "w") as stream:
+                json.dump(identity, stream, indent=1)
         try:
             stored = json.loads(settings.read_text())
         except (OSError, ValueError) as error:
@@ -69,16 +99,15 @@ class LevelWork:
                              "to start the bracket afresh") from None
         differing = sorted(key for key in {*stored, *identity}
                            if stored.get(key) != identity.get(key))
+        if {"model", "parameters"} & set(differing):
+            raise ValueError(f"{self.directory} holds the unfinished level of a bracket of "
+                             "another model (its parameters differ: trained further since?); "
+                             f"its work is stale: delete {self.directory} to start this one")
         if differing:
             raise ValueError(
                 f"{self.directory} holds the unfinished level of another bracket (it differs "
                 f"in {', '.join(differing)}): rerun that bracket's command to finish it, or "
                 f"delete {self.directory} to start this one")
-        self.restored_runs = sum(1 for _ in self.directory.glob("*-*.npz"))
-
-    def _write(self, identity: dict):
-        with atomic_write(self.directory / SETTINGS_FILE, "w") as stream:
-            json.dump(identity, stream, indent=1)
 
     def checkpoint(self, n_betas: int, route: str, direction: str) -> Path:
         """The file of one run's chain batches: level, route ("linear, data base") and
@@ -86,8 +115,9 @@ class LevelWork:
         return self.directory / f"{int(n_betas)}-{_slug(route)}-{direction}.npz"
 
     def pilot(self, key: str, compute):
-        """``compute()``'s pilot (t (P,), L(t) (P,)) for ``key``, run once and then read back:
-        the temperatures of a resumed level are those it started with, bit for bit."""
+        """(t (P,), L(t) (P,), seconds read back): ``compute()``'s pilot for ``key``, run once
+        and then read back (with the seconds it took), so that the temperatures of a resumed
+        level are those it started with, bit for bit."""
         path, key = self.directory / PILOTS_FILE, _slug(key)
         saved = {}
         if path.exists():
@@ -97,15 +127,60 @@ class LevelWork:
             except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as error:
                 raise ValueError(f"{path} is unreadable ({error}); delete {self.directory} to "
                                  "start the bracket afresh") from None
-        if f"{key}-t" not in saved:
-            saved[f"{key}-t"], saved[f"{key}-length"] = compute()
-            with atomic_write(path) as stream:
-                np.savez(stream, **saved)
-        return saved[f"{key}-t"], saved[f"{key}-length"]
+        if f"{key}-t" in saved:
+            return saved[f"{key}-t"], saved[f"{key}-length"], float(saved[f"{key}-seconds"])
+        started = time.perf_counter()
+        saved[f"{key}-t"], saved[f"{key}-length"] = compute()
+        saved[f"{key}-seconds"] = np.array(time.perf_counter() - started)
+        with atomic_write(path) as stream:
+            np.savez(stream, **saved)
+        return saved[f"{key}-t"], saved[f"{key}-length"], 0.0
+
+    def release(self):
+        """Let another process use the directory (its files stay)."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     def finish(self):
-        """Remove the directory: the bracket returned, and its levels are the caller's."""
-        shutil.rmtree(self.directory, ignore_errors=True)
+        """Remove the directory's files and the directory: the bracket's result is stored."""
+        remove_work(self.directory)
+        self.release()
+
+
+def remove_work(directory):
+    """Delete a work directory's own files (settings, pilots, runs, lock), then the directory
+    if nothing else is left in it."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return
+    for path in directory.iterdir():
+        if _ours(path.name):
+            path.unlink(missing_ok=True)
+    try:
+        directory.rmdir()
+    except OSError:
+        pass  # something not ours is in it: left as found
+
+
+def _lock(path: Path):
+    """An open file holding an exclusive lock on ``path`` (released when closed or when the
+    process dies), or ValueError when another process holds it."""
+    handle = open(path, "a")
+    if fcntl is None:  # pragma: no cover - Windows
+        return handle
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise ValueError(f"{path.parent} is in use by another process (a bracket of this "
+                         f"run is running, pid unknown): wait for it, or stop it") from None
+    os.set_inheritable(handle.fileno(), False)
+    return handle
+
+
+def _ours(name: str) -> bool:
+    return name in (SETTINGS_FILE, PILOTS_FILE, LOCK_FILE) or bool(_RUN_FILE.match(name))
 
 
 def _slug(name: str) -> str:

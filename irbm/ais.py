@@ -320,9 +320,10 @@ def load_batches(path, config: str, names: tuple[str, ...]):
         raise ValueError(f"the checkpoint {path} is unreadable ({error}); delete it to run "
                          "its chains afresh") from None
     if config_saved != config:
-        raise ValueError(f"the checkpoint {path} was written with another configuration "
-                         "(model, schedule, base, chains, rows or seed): delete it or "
-                         "change path")
+        was, now = json.loads(config_saved), json.loads(config)
+        differing = sorted(key for key in {*was, *now} if was.get(key) != now.get(key))
+        raise ValueError(f"the checkpoint {path} was written with another configuration (it "
+                         f"differs in {', '.join(differing)}): delete it or change path")
     bounds = np.cumsum([0] + sizes)
     return ({name: [torch.from_numpy(array[i:j]) for i, j in zip(bounds[:-1], bounds[1:])]
              for name, array in arrays.items()}, seconds)

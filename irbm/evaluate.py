@@ -413,7 +413,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                 paths=None, bases=None, trajectory=None, schedule: str = "tuned",
                 pilot_data=None, resume=None, raise_repeats: int = 1,
                 max_betas: int = 1_000_000, tempering=None, progress: bool = False,
-                echo=None, pilot_betas: int | None = None, work_dir=None) -> Bracket:
+                echo=None, pilot_betas: int | None = None, work_dir=None,
+                keep_work: bool = False) -> Bracket:
     """[optimistic, conservative] around mean_n -ln p(v_n) for ``data`` (N, n_visible).
 
     Runs AIS (``n_chains`` chains) and RAISE (``raise_repeats`` reverse chains per row of a
@@ -489,11 +490,17 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     echo : callable(str), optional
         Called with one line per level.
     work_dir : path, optional
-        Where the level under way saves its finished chain batches and the pilots
-        (`irbm._bracket_work`): a call with the same arguments after an interruption resumes
-        the level there, and returns what an uninterrupted call would have returned on that
-        device. A directory holding another bracket's work is refused before any work; it is
-        removed when the bracket returns.
+        A new or empty directory, or one an interrupted call left: where the level under way
+        saves its finished chain batches and the pilots (`irbm._bracket_work`), locked while
+        this call runs. A call with the same arguments after an interruption resumes the
+        level there: its levels are those of an uninterrupted call on the same machine and
+        thread count (within rounding on another thread count), and its seconds count the
+        saved work's; the time budget ``max_seconds`` counts this call's, so it may go on to
+        a level the uninterrupted call would not have started. A directory holding another
+        bracket's work is refused before any work.
+    keep_work : bool
+        Leave the work directory for the caller to remove (`irbm._bracket_work.remove_work`)
+        once it has stored the result; by default it is removed when the bracket returns.
 
     Returns
     -------
@@ -550,157 +557,170 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     resumed_levels, ais_kept = len(levels), None
     work = None if work_dir is None else LevelWork(work_dir, bracket_identity(
         model, data=data, base_data=base_data, pilot_data=pilot_data, trajectory=trajectory,
-        n_chains=int(n_chains), n_rows=n_rows, raise_repeats=raise_repeats, seed=seed,
-        bases=bases, paths=paths, schedule=schedule, pilot_betas=int(pilot_betas),
-        stored_levels=[level["n_betas"] for level in levels]))
+        chains=int(n_chains), rows=n_rows, **{"RAISE repeats": raise_repeats}, seed=seed,
+        bases=bases, paths=paths, schedule=schedule,
+        **{"pilot temperatures": int(pilot_betas), "first level's temperatures":
+           n_temperatures, "stored levels' temperatures": [
+               level["n_betas"] for level in levels]}))
     if work is not None and work.restored_runs and echo is not None:
         echo(f"  resuming the unfinished level from {work.directory}")
-    started, restored = time.perf_counter(), 0.0  # restored: seconds of saved batches
-    # Chains run in batches, each saved as it ends when there is a work directory. On a GPU the
-    # steps are launch-bound: AIS in batches of 1,000 and RAISE's repeats, up to 20,000 chains,
-    # as one batch. On a CPU, batches of 250 chains run as fast per chain (784 x 604 iRBM, one
-    # thread) and a level of hours is saved every half hour or so.
-    on_gpu = model.device.type == "cuda"
-    ais_batch = 1000 if on_gpu else CPU_CHAIN_BATCH
-    raise_batch = (min(n_rows * raise_repeats, 20_000) if raise_repeats > 1 else 1000) \
-        if on_gpu else CPU_CHAIN_BATCH
-    free_all = free_energies(model, data)
-    free_rows = free_energies(model, subset)
-    # The floor's chains are cheap beside a level's (one Gibbs run of n_chains x 300 steps),
-    # and more of them find more of the hidden vectors that hold the mass: on the CalTech101
-    # RBM-100, 500 x 200 gave 2239.7, 4,000 x 300 2242.8 (AIS: 2240.3 at 128,000 temperatures).
-    floor = max(sampled_log_partition_floor(model, data if base_data is None else base_data,
-                                            n_chains=n_chains, n_steps=FLOOR_STEPS, seed=seed),
-                -math.inf if resume is None else resume.get("log_z_floor", -math.inf))
-    pilots = {}  # per route and direction: the pilot's (t, thermodynamic length), run once
-    if schedule == "tuned":
-        pilot_data = model.check_visible(torch.as_tensor(pilot_data))
-        pilot_rows = pilot_data[torch.randperm(
-            pilot_data.shape[0], generator=torch.Generator().manual_seed(seed + 2))[
-            :REVERSE_PILOT_ROWS].to(pilot_data.device)]
+    try:
+        started, restored = time.perf_counter(), 0.0  # restored: seconds of saved batches
+        # Chains run in batches, each saved as it ends when there is a work directory. On a
+        # GPU the steps are launch-bound: AIS in batches of 1,000 and RAISE's repeats, up to
+        # 20,000 chains, as one batch. On a CPU, batches of 250 chains run as fast per chain
+        # (784 x 604 iRBM, one thread) and a level of hours is saved every half hour or so.
+        on_gpu = model.device.type == "cuda"
+        ais_batch = 1000 if on_gpu else CPU_CHAIN_BATCH
+        raise_batch = (min(n_rows * raise_repeats, 20_000) if raise_repeats > 1 else 1000) \
+            if on_gpu else CPU_CHAIN_BATCH
+        free_all = free_energies(model, data)
+        free_rows = free_energies(model, subset)
+        # The floor's chains are cheap beside a level's (one Gibbs run of n_chains x 300 steps),
+        # and more of them find more of the hidden vectors that hold the mass: on the CalTech101
+        # RBM-100, 500 x 200 gave 2239.7, 4,000 x 300 2242.8 (AIS: 2240.3 at 128,000 temperatures).
+        floor = max(sampled_log_partition_floor(model, data if base_data is None else base_data,
+                                                n_chains=n_chains, n_steps=FLOOR_STEPS, seed=seed),
+                    -math.inf if resume is None else resume.get("log_z_floor", -math.inf))
+        pilots = {}  # per route and direction: the pilot's (t, thermodynamic length), run once
+        if schedule == "tuned":
+            pilot_data = model.check_visible(torch.as_tensor(pilot_data))
+            pilot_rows = pilot_data[torch.randperm(
+                pilot_data.shape[0], generator=torch.Generator().manual_seed(seed + 2))[
+                :REVERSE_PILOT_ROWS].to(pilot_data.device)]
 
-    def temperatures(route, count, reverse=False):
-        if schedule == "uniform":
-            return make_betas(count)
-        reverse = reverse and schedule == "tuned"
-        if (route, reverse) not in pilots:
-            kind, base = routes[route]
+        def temperatures(route, count, reverse=False):
+            nonlocal restored
+            if schedule == "uniform":
+                return make_betas(count)
+            reverse = reverse and schedule == "tuned"
+            if (route, reverse) not in pilots:
+                kind, base = routes[route]
 
-            def pilot():
-                return thermodynamic_length(
-                    model, base=base, path=kind, trajectory=trajectory if kind == "trajectory"
-                    else None, data=base_data, seed=seed + 1, pilot_betas=int(pilot_betas),
-                    reverse_from=pilot_rows if reverse else None)
-            pilots[route, reverse] = pilot() if work is None else work.pilot(
-                f"{route} {'reverse' if reverse else 'forward'}", pilot)
-        return betas_of_equal_length(*pilots[route, reverse], count)
+                def pilot():
+                    return thermodynamic_length(
+                        model, base=base, path=kind,
+                        trajectory=trajectory if kind == "trajectory" else None,
+                        data=base_data, seed=seed + 1, pilot_betas=int(pilot_betas),
+                        reverse_from=pilot_rows if reverse else None)
+                if work is None:
+                    pilots[route, reverse] = pilot()
+                else:  # read back with the seconds it took, which count as restored work
+                    *pilots[route, reverse], seconds = work.pilot(
+                        f"{route} {'reverse' if reverse else 'forward'}", pilot)
+                    restored += seconds
+            return betas_of_equal_length(*pilots[route, reverse], count)
 
-    if resume is not None:
-        # An uninterrupted call ran the pilots before its first level; run them before the
-        # next level's clock too, so that its time predicts the one after it as there.
-        for route in routes:
-            temperatures(route, n_temperatures)
-            temperatures(route, n_temperatures, True)
-    while True:
-        level_started, restored_before = time.perf_counter(), restored
-        level, results = {"n_betas": n_temperatures, "ais": {}, "raise": {}}, {}
-        # Levels draw independent chains, so their bounds are independent estimates.
-        level_seed = seed if not levels else batch_seed(seed, 1000 + len(levels))
-        for route, (kind, base) in routes.items():
-            along = trajectory if kind == "trajectory" else None
-            betas = temperatures(route, n_temperatures)
-            run_started = time.perf_counter()
-            ais = estimate_log_partition(
-                model, n_chains, betas=betas, base=base, path=kind, trajectory=along,
-                data=base_data, seed=level_seed, progress=progress, chain_batch_size=ais_batch,
-                checkpoint_path=work and work.checkpoint(n_temperatures, route, "ais"))
-            restored += max(0.0, ais.seconds - (time.perf_counter() - run_started))
-            results[route] = ais
-            level["ais"][route] = {"log_z": ais.log_z, "n_chains": ais.n_chains,
-                                  # ln(Z-hat + 3 sigma) - ln Z-hat: three standard errors
-                                  # of ln Z-hat (delta method), finite whatever the weights
-                                  "sigma": (ais.log_z_high - ais.log_z) / 3.0,
-                                  "effective_sample_size": ais.effective_sample_size,
-                                  "seconds": ais.seconds}
-            reverse_betas, run_started = temperatures(route, n_temperatures, True), \
-                time.perf_counter()
-            reverse = raise_nll(model, subset, betas=reverse_betas,
-                                seed=level_seed, base=base,
-                                path=kind, trajectory=along, base_data=base_data,
-                                n_repeats=raise_repeats,
-                                chain_batch_size=raise_batch,
-                                checkpoint_path=work and work.checkpoint(
-                                    n_temperatures, route, "raise"),
-                                progress=progress)
-            restored += max(0.0, reverse.seconds - (time.perf_counter() - run_started))
-            whole, stderr = control_variate(free_all, free_rows, reverse.log_likelihoods)
-            level["raise"][route] = {"rows": reverse.mean, "whole": whole, "stderr": stderr,
-                                    "repeat_gap": reverse.repeat_gap,
-                                    "seconds": reverse.seconds}
-        best_path = max(routes, key=lambda route: level["ais"][route]["log_z"])
-        level.update(best_path=best_path,
-                     own_optimistic_sigma=level["ais"][best_path]["sigma"],
-                     own_optimistic=float(free_all.mean()) + max(
-                         level["ais"][best_path]["log_z"], floor))
-        # The optimistic side pools every AIS run of every level so far (`pooled_log_z`): one
-        # unbiased estimate of Z, so its log is a stochastic lower bound of ln Z. The largest
-        # of many runs is not: it overshoots by ln(runs) when one lucky chain carries it.
-        # The diagnostics (weights, effective sample size, warnings) are of the highest single
-        # run of this call: a stored level keeps its numbers, not its weights.
-        if ais_kept is None or level["own_optimistic"] > max(
-                earlier["own_optimistic"] for earlier in levels[resumed_levels:]):
-            ais_kept = results[best_path]
-        log_z = max(pooled_log_z([*levels, level]), floor)
-        level.update(log_z=log_z, optimistic=float(free_all.mean()) + log_z,
-                     optimistic_rows=float(free_rows.mean()) + log_z)
-        # The conservative side: the lowest RAISE NLL of any level that this optimistic side
-        # does not refute (RAISE bounds its annealing model's NLL, see irbm.bracket).
-        judge_conservative([*levels, level])
-        level["seconds"] = time.perf_counter() - level_started + restored - restored_before
-        levels.append(level)
-        if echo is not None:
-            gap = level["raise"].get(level["raise_path"], {}).get("repeat_gap")
-            echo(f"  {n_temperatures} temperatures: NLL in [{level['own_optimistic']:.2f}, "
-                 f"{level['own_conservative']:.2f}] (AIS {best_path}, RAISE "
-                 f"{level['raise_path'] or 'refuted on every route'}"
-                 + ("" if gap is None else f", {gap:.2f} nat short for want of chains per row")
-                 + f"; {level['seconds']:.0f} s); best of all levels: "
-                 f"[{level['optimistic']:.2f}, {level['conservative']:.2f}]")
-        if not verdict(levels, tolerance=tolerance, out_of_time=False):
-            break
-        elapsed = time.perf_counter() - started
-        if max_seconds is not None and elapsed + 2 * level["seconds"] > float(max_seconds):
-            out_of_time = "time"
-            break
-        if 2 * n_temperatures > max_betas:
-            out_of_time = "temperatures"
-            break
-        n_temperatures *= 2
-    last = levels[-1]
-    check = None
-    if tempering is not None and tempering is not False:
-        check = cross_check(model, data, levels, base_data=base_data, bases=bases,
-                            tempering=tempering, seed=seed, progress=progress, free_all=free_all)
-        if echo is not None:
-            echo(f"  tempering ({check['route']}): NLL {check['nll']:.2f} +/- "
-                 f"{check['stderr']:.2f}, {check['passages']} passages from base to model"
-                 + describe_bdmc(check))
-        judge_conservative(levels, check)  # a RAISE route below it beyond the noise is out
+        if resume is not None:
+            # An uninterrupted call ran the pilots before its first level; run them before the
+            # next level's clock too, so that its time predicts the one after it as there.
+            for route in routes:
+                temperatures(route, n_temperatures)
+                temperatures(route, n_temperatures, True)
+        while True:
+            level_started, restored_before = time.perf_counter(), restored
+            level, results = {"n_betas": n_temperatures, "ais": {}, "raise": {}}, {}
+            # Levels draw independent chains, so their bounds are independent estimates.
+            level_seed = seed if not levels else batch_seed(seed, 1000 + len(levels))
+            for route, (kind, base) in routes.items():
+                along = trajectory if kind == "trajectory" else None
+                betas = temperatures(route, n_temperatures)
+                run_started = time.perf_counter()
+                ais = estimate_log_partition(
+                    model, n_chains, betas=betas, base=base, path=kind, trajectory=along,
+                    data=base_data, seed=level_seed, progress=progress, chain_batch_size=ais_batch,
+                    checkpoint_path=work and work.checkpoint(n_temperatures, route, "ais"))
+                restored += max(0.0, ais.seconds - (time.perf_counter() - run_started))
+                results[route] = ais
+                level["ais"][route] = {"log_z": ais.log_z, "n_chains": ais.n_chains,
+                                      # ln(Z-hat + 3 sigma) - ln Z-hat: three standard errors
+                                      # of ln Z-hat (delta method), finite whatever the weights
+                                      "sigma": (ais.log_z_high - ais.log_z) / 3.0,
+                                      "effective_sample_size": ais.effective_sample_size,
+                                      "seconds": ais.seconds}
+                reverse_betas, run_started = temperatures(route, n_temperatures, True), \
+                    time.perf_counter()
+                reverse = raise_nll(model, subset, betas=reverse_betas,
+                                    seed=level_seed, base=base,
+                                    path=kind, trajectory=along, base_data=base_data,
+                                    n_repeats=raise_repeats,
+                                    chain_batch_size=raise_batch,
+                                    checkpoint_path=work and work.checkpoint(
+                                        n_temperatures, route, "raise"),
+                                    progress=progress)
+                restored += max(0.0, reverse.seconds - (time.perf_counter() - run_started))
+                whole, stderr = control_variate(free_all, free_rows, reverse.log_likelihoods)
+                level["raise"][route] = {"rows": reverse.mean, "whole": whole, "stderr": stderr,
+                                        "repeat_gap": reverse.repeat_gap,
+                                        "seconds": reverse.seconds}
+            best_path = max(routes, key=lambda route: level["ais"][route]["log_z"])
+            level.update(best_path=best_path,
+                         own_optimistic_sigma=level["ais"][best_path]["sigma"],
+                         own_optimistic=float(free_all.mean()) + max(
+                             level["ais"][best_path]["log_z"], floor))
+            # The optimistic side pools every AIS run of every level so far (`pooled_log_z`): one
+            # unbiased estimate of Z, so its log is a stochastic lower bound of ln Z. The largest
+            # of many runs is not: it overshoots by ln(runs) when one lucky chain carries it.
+            # The diagnostics (weights, effective sample size, warnings) are of the highest single
+            # run of this call: a stored level keeps its numbers, not its weights.
+            if ais_kept is None or level["own_optimistic"] > max(
+                    earlier["own_optimistic"] for earlier in levels[resumed_levels:]):
+                ais_kept = results[best_path]
+            log_z = max(pooled_log_z([*levels, level]), floor)
+            level.update(log_z=log_z, optimistic=float(free_all.mean()) + log_z,
+                         optimistic_rows=float(free_rows.mean()) + log_z)
+            # The conservative side: the lowest RAISE NLL of any level that this optimistic side
+            # does not refute (RAISE bounds its annealing model's NLL, see irbm.bracket).
+            judge_conservative([*levels, level])
+            level["seconds"] = time.perf_counter() - level_started + restored - restored_before
+            levels.append(level)
+            if echo is not None:
+                gap = level["raise"].get(level["raise_path"], {}).get("repeat_gap")
+                echo(f"  {n_temperatures} temperatures: NLL in [{level['own_optimistic']:.2f}, "
+                     f"{level['own_conservative']:.2f}] (AIS {best_path}, RAISE "
+                     f"{level['raise_path'] or 'refuted on every route'}"
+                     + ("" if gap is None else f", {gap:.2f} nat short for want of chains per row")
+                     + f"; {level['seconds']:.0f} s); best of all levels: "
+                     f"[{level['optimistic']:.2f}, {level['conservative']:.2f}]")
+            if not verdict(levels, tolerance=tolerance, out_of_time=False):
+                break
+            elapsed = time.perf_counter() - started
+            if max_seconds is not None and elapsed + 2 * level["seconds"] > float(max_seconds):
+                out_of_time = "time"
+                break
+            if 2 * n_temperatures > max_betas:
+                out_of_time = "temperatures"
+                break
+            n_temperatures *= 2
         last = levels[-1]
-    reasons = verdict(levels, tolerance=tolerance, out_of_time=out_of_time, cross_check=check)
-    if work is not None:
-        work.finish()
-    return Bracket(last["optimistic"], last["conservative"], not reasons, reasons,
-                   last["optimistic_rows"], last["conservative_rows"],
-                   last["conservative_stderr"], last["log_z"], floor, n_rows,
-                   last["n_betas"], int(n_chains),
-                   earlier_seconds + time.perf_counter() - started + restored, tolerance,
-                   levels, ais_kept, bases, paths,
-                   None if max_seconds is None else float(max_seconds),
-                   None if not verdict(levels, tolerance=tolerance, out_of_time=False,
-                                       cross_check=check)
-                   else out_of_time or None, check, schedule, resumed_levels, raise_repeats,
-                   int(pilot_betas) if schedule != "uniform" else None)
+        check = None
+        if tempering is not None and tempering is not False:
+            check = cross_check(model, data, levels, base_data=base_data, bases=bases,
+                                tempering=tempering, seed=seed, progress=progress,
+                                free_all=free_all)
+            if echo is not None:
+                echo(f"  tempering ({check['route']}): NLL {check['nll']:.2f} +/- "
+                     f"{check['stderr']:.2f}, {check['passages']} passages from base to model"
+                     + describe_bdmc(check))
+            judge_conservative(levels, check)  # a RAISE route below it beyond the noise is out
+            last = levels[-1]
+        reasons = verdict(levels, tolerance=tolerance, out_of_time=out_of_time, cross_check=check)
+        if work is not None and not keep_work:
+            work.finish()
+        return Bracket(last["optimistic"], last["conservative"], not reasons, reasons,
+                       last["optimistic_rows"], last["conservative_rows"],
+                       last["conservative_stderr"], last["log_z"], floor, n_rows,
+                       last["n_betas"], int(n_chains),
+                       earlier_seconds + time.perf_counter() - started + restored, tolerance,
+                       levels, ais_kept, bases, paths,
+                       None if max_seconds is None else float(max_seconds),
+                       None if not verdict(levels, tolerance=tolerance, out_of_time=False,
+                                           cross_check=check)
+                       else out_of_time or None, check, schedule, resumed_levels, raise_repeats,
+                       int(pilot_betas) if schedule != "uniform" else None)
+    finally:  # the files stay for a call to resume (or for the caller, with keep_work)
+        if work is not None:
+            work.release()
 
 
 def _resumable(stored: dict, *, n_chains, n_rows, raise_repeats, bases, paths, schedule,

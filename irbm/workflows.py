@@ -19,6 +19,7 @@ import torch
 
 from . import checkpoint as ckpt
 from . import runs
+from ._bracket_work import remove_work
 from ._io import atomic_write
 from .ais import estimate_log_partition
 from .bracket import RAISE_REPEATS, level_estimates, pool_estimates, rejudge
@@ -396,6 +397,8 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
         np.save(stream, result.log_weights.numpy())
     runs.append_evaluation(run_dir, record)
     partial.unlink(missing_ok=True)
+    if bracket:  # only now that its result is in the record
+        remove_work(run_dir / runs.BRACKET_WORK_DIR)
     return record
 
 
@@ -541,7 +544,7 @@ def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, 
                            paths=None if path is None else (path,),
                            bases=None if base is None else (base,), tempering=tempering,
                            schedule=schedule, pilot_data=torch.as_tensor(dataset.train),
-                           resume=resume, echo=say, work_dir=work_dir)
+                           resume=resume, echo=say, work_dir=work_dir, keep_work=True)
     say(f"  test  {interval}")
     for reason in interval.reasons:
         say(f"  not certified: {reason}")

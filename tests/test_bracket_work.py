@@ -45,7 +45,7 @@ SETTINGS = dict(rows=40, tolerance=1e-6, seed=3, n_chains=16, n_betas=25, bases=
 def _interrupt_at(monkeypatch, module, name, call):
     """Make ``module.name`` raise KeyboardInterrupt at its ``call``-th call (1-based); return
     the list its calls are counted in."""
-    real, calls = getattr(module, name), []
+    real, calls = getattr(module, name), []  # call 0: never interrupted
 
     def counted(*args, **kwargs):
         calls.append(1)
@@ -57,49 +57,68 @@ def _interrupt_at(monkeypatch, module, name, call):
     return calls
 
 
-def test_an_interrupted_level_resumes_to_the_uninterrupted_bracket(tmp_path, monkeypatch):
-    """Stopped in its second level, after that level's first route, a bracket called again
-    with the same arguments runs only the missing runs, and its levels, sides and verdict are
-    those of a call never interrupted; its pilots are read back, not rerun; the work directory
-    is gone once it returns."""
+def _saved_seconds(paths) -> float:
+    total = 0.0
+    for path in paths:
+        with np.load(path) as saved:
+            total += float(sum(saved[name] for name in saved.files if name.endswith("seconds")))
+    return total
+
+
+@pytest.mark.parametrize("where, call, forward_after, reverse_after", [
+    # Chain batches of 5: 4 AIS batches (16 chains) and 24 RAISE batches (40 rows x 3) per
+    # route and level, 2 routes (the iRBM's pinned, then linear path; data base). irbm.ais's
+    # run_chains also runs each route's forward pilot in level 1: calls 1-10 are level 1's,
+    # so call 13 stops level 2's first AIS after two batches; RAISE's calls 1-48 are level 1's,
+    # so call 80 stops level 2's second RAISE after seven.
+    ("ais", 13, 2 + 4 + 8, 24 + 24 + 48),
+    ("raise", 80, 8, 17 + 48)])
+def test_an_interrupted_level_resumes_to_the_uninterrupted_bracket(
+        tmp_path, monkeypatch, where, call, forward_after, reverse_after):
+    """Stopped inside a run of its second level, a bracket called again with the same
+    arguments runs only the missing chain batches, and its levels, sides and verdict are those
+    of a call never interrupted; its pilots are read back, not rerun; its seconds count the
+    saved work's; the work directory is gone once it returns."""
+    monkeypatch.setattr(evaluate, "CPU_CHAIN_BATCH", 5)
     model, rows, train = _model(), _data(4, 200, 0.5), _data(6, 300, 0.4)
     whole = bracket_nll(model, rows, base_data=train, **SETTINGS)
     assert [level["n_betas"] for level in whole.levels] == [25, 50, 100]
     work = tmp_path / "work"
-    routes = len(model.ais_paths)
-    # RAISE runs: one per route and level, so the interruption falls in level 2, route 2's.
     with monkeypatch.context() as patch:
-        _interrupt_at(patch, evaluate, "run_reverse_chains", routes + 2)
+        if where == "ais":
+            _interrupt_at(patch, ais, "run_chains", call)
+        else:
+            _interrupt_at(patch, evaluate, "run_reverse_chains", call)
         with pytest.raises(KeyboardInterrupt):
             bracket_nll(model, rows, base_data=train, work_dir=work, **SETTINGS)
     assert (work / "settings.json").exists() and (work / "pilots.npz").exists()
-    assert len(list(work.glob("50-*-ais.npz"))) == 2 and len(list(work.glob("50-*-raise.npz"))) == 1
-    forward, reverse, pilots = [], [], []
-    real_forward, real_reverse = ais.run_chains, evaluate.run_reverse_chains
-    monkeypatch.setattr(ais, "run_chains", lambda *a, **k: forward.append(1) or
-                        real_forward(*a, **k))
-    monkeypatch.setattr(evaluate, "run_reverse_chains", lambda *a, **k: reverse.append(1) or
-                        real_reverse(*a, **k))
-    real_pilot = evaluate.thermodynamic_length
-    monkeypatch.setattr(evaluate, "thermodynamic_length", lambda *a, **k: pilots.append(1) or
-                        real_pilot(*a, **k))
-    echoed = []
-    resumed = bracket_nll(model, rows, base_data=train, work_dir=work, echo=echoed.append,
-                          **SETTINGS)
-    assert pilots == []  # read back
-    assert len(forward) == routes * 1  # level 3's AIS only: levels 1-2's were saved
-    assert len(reverse) == 1 + routes  # level 2's second RAISE, then level 3's
+    with np.load(work / ("50-pinned-ais.npz" if where == "ais" else
+                         "50-linear-raise.npz")) as saved:
+        assert saved["batch_sizes"].tolist() == [5] * (2 if where == "ais" else 7)
+    level_2 = _saved_seconds(work.glob("50-*.npz"))
+    everything = _saved_seconds(work.glob("*.npz"))
+    with monkeypatch.context() as patch:
+        forward = _interrupt_at(patch, ais, "run_chains", 0)
+        reverse = _interrupt_at(patch, evaluate, "run_reverse_chains", 0)
+        pilots = _interrupt_at(patch, evaluate, "thermodynamic_length", 0)
+        echoed = []
+        resumed = bracket_nll(model, rows, base_data=train, work_dir=work, echo=echoed.append,
+                              **SETTINGS)
+    assert (len(pilots), len(forward), len(reverse)) == (0, forward_after, reverse_after)
     assert f"resuming the unfinished level from {work}" in echoed[0]
     assert _without_seconds(resumed.levels) == _without_seconds(whole.levels)
     for side in ("optimistic", "conservative", "conservative_stderr", "log_partition"):
         assert getattr(resumed, side) == getattr(whole, side), side
     assert resumed.reasons == whole.reasons
+    assert resumed.levels[1]["seconds"] > level_2 > 0 and resumed.seconds > everything
     assert not work.exists()
 
 
 def test_another_brackets_work_is_refused_before_any_work(tmp_path, monkeypatch):
     """Leftovers of a bracket with other settings are neither mixed in nor deleted: the call
-    is refused, naming what differs and both ways out, before any work."""
+    is refused, naming what differs and the way out, before any work; so is a directory in
+    use by another process, and one that is not a work directory."""
+    from irbm._bracket_work import LevelWork
     model, rows, train = _model(), _data(4, 200, 0.5), _data(6, 300, 0.4)
     work = tmp_path / "work"
     with monkeypatch.context() as patch:
@@ -113,17 +132,32 @@ def test_another_brackets_work_is_refused_before_any_work(tmp_path, monkeypatch)
 
     real_free_energies = evaluate.free_energies
     monkeypatch.setattr(evaluate, "free_energies", no_work)
-    with pytest.raises(ValueError, match=r"holds the unfinished level of another bracket \(it "
-                                         r"differs in n_chains, seed\): rerun that bracket's "
-                                         r"command to finish it, or delete"):
-        bracket_nll(model, rows, base_data=train, work_dir=work,
-                    **{**SETTINGS, "seed": 4, "n_chains": 20})
+    for change, differing in (({"seed": 4, "n_chains": 20}, "chains, seed"),
+                              ({"n_betas": 50}, "first level's temperatures"),
+                              ({"raise_repeats": 2}, "RAISE repeats")):
+        with pytest.raises(ValueError, match=rf"holds the unfinished level of another bracket "
+                                             rf"\(it differs in {differing}\): rerun that "
+                                             rf"bracket's command to finish it, or delete"):
+            bracket_nll(model, rows, base_data=train, work_dir=work, **{**SETTINGS, **change})
+    with pytest.raises(ValueError, match=r"differs in data\)"):
+        bracket_nll(model, rows.flip(0), base_data=train, work_dir=work, **SETTINGS)
     other = _model()
     with torch.no_grad():
         other.W[0, 0] += 1e-9
-    with pytest.raises(ValueError, match=r"differs in parameters\)"):
+    with pytest.raises(ValueError, match=r"a bracket of another model .* its work is stale: "
+                                         r"delete"):
         bracket_nll(other, rows, base_data=train, work_dir=work, **SETTINGS)
+    held = LevelWork(work, json.loads((work / "settings.json").read_text()))
+    with pytest.raises(ValueError, match="is in use by another process"):
+        bracket_nll(model, rows, base_data=train, work_dir=work, **SETTINGS)
+    held.release()
     assert {path.name: path.read_bytes() for path in work.iterdir()} == before
+    foreign = tmp_path / "notes"
+    foreign.mkdir()
+    (foreign / "paper.tex").write_text("mine")
+    with pytest.raises(ValueError, match="neither empty nor a bracket's work directory"):
+        bracket_nll(model, rows, base_data=train, work_dir=foreign, **SETTINGS)
+    assert [path.name for path in foreign.iterdir()] == ["paper.tex"]
     monkeypatch.setattr(evaluate, "free_energies", real_free_energies)
     (work / "pilots.npz").write_bytes(b"not a zip")
     with pytest.raises(ValueError, match="pilots.npz is unreadable .*; delete"):
@@ -134,8 +168,11 @@ def test_another_brackets_work_is_refused_before_any_work(tmp_path, monkeypatch)
     # Settings alone hold no work (a call refused before its first pilot): replaced.
     for path in work.glob("*.npz"):
         path.unlink()
-    assert bracket_nll(model, rows, base_data=train, work_dir=work,
-                       **{**SETTINGS, "max_betas": 25}).levels
+    kept = bracket_nll(model, rows, base_data=train, work_dir=work, keep_work=True,
+                       **{**SETTINGS, "max_betas": 25})
+    assert kept.levels and (work / "25-pinned-ais.npz").exists()
+    from irbm._bracket_work import remove_work
+    remove_work(work)
     assert not work.exists()
 
 

@@ -621,13 +621,23 @@ def test_an_interrupted_bracket_resumes_where_it_stopped(run_dir, monkeypatch, c
         assert main(command(run_dir)) == 130
     work = run_dir / "bracket_partial"
     assert sorted(path.name for path in work.iterdir()) == [
-        "20-linear-ais.npz", "20-linear-raise.npz", "40-linear-ais.npz", "pilots.npz",
+        "20-linear-ais.npz", "20-linear-raise.npz", "40-linear-ais.npz", "lock", "pilots.npz",
         "settings.json"]
     before = snapshot(run_dir)
     refusal = run_cli(*command(run_dir, seed=5))
     assert refusal.code != 0 and "holds the unfinished level of another bracket (it differs " \
         "in seed)" in refusal.err, refusal.err
     assert snapshot(run_dir) == before
+    # A failure after the bracket returned, before its record is stored, keeps the work.
+    import irbm.runs as runs
+
+    def disk_full(*args, **kwargs):
+        raise OSError("No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(runs, "append_evaluation", disk_full)
+        assert run_cli(*command(run_dir)).code != 0
+    assert (work / "40-linear-raise.npz").exists()
     capsys.readouterr()
     assert main(command(run_dir)) == 0
     assert "resuming the unfinished level from" in capsys.readouterr().out
