@@ -181,7 +181,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "(conservative) on every annealing path from both bases (or the "
                           "--ais-path and --base given), doubling the temperatures "
                           "from --betas (default 1000) until the bracket is --tolerance wide "
-                          "and converged; says whether it is certified and, if not, why")
+                          "and converged; says whether it is certified and, if not, why. "
+                          "Finished chain batches are kept in RUN/bracket_partial until the "
+                          "result is stored: after an interruption the same command resumes "
+                          "the level there")
     evaluate.add_argument("--tolerance", type=_positive_float, default=None,
                           help="width of a certified bracket, nats (default 1.0)")
     evaluate.add_argument("--max-seconds", type=_positive_float, default=None,
