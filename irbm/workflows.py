@@ -341,7 +341,7 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
                                  tempering=tempering_sweeps and _tempering(tempering_sweeps),
                                  schedule=schedule or "tuned",
                                  resume=None if continued is None else stored["bracket"],
-                                 work_dir=run_dir / runs.BRACKET_WORK_DIR)
+                                 work_dir=run_dir / runs.BRACKET_WORK_DIR, progress=progress)
         result = interval.ais
     else:
         say(f"AIS on {run_dir / source.file} (epoch {source.epoch}, {n_chains} chains){hint}")
@@ -528,8 +528,9 @@ def cross_check_run(run_dir, sweeps: int, *, which=None, data_dir=None, device=N
 
 def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, tolerance,
                   max_seconds, say, raise_repeats=1, tempering=None, schedule="tuned",
-                  resume=None, work_dir=None):
-    """`bracket_nll` of the test set, with the run's base data, echoing each level."""
+                  resume=None, work_dir=None, progress=False):
+    """`bracket_nll` of the test set, with the run's base data, echoing each level (and each
+    AIS and RAISE run's progress bar with ``progress``: a level can take hours)."""
     if dataset.test is None or not len(dataset.test):
         raise ValueError("--bracket brackets the test NLL, and this run's data has no test rows")
     say(f"bracketing the test NLL ({n_chains} AIS chains per path, {raise_repeats} reverse "
@@ -544,7 +545,8 @@ def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, 
                            paths=None if path is None else (path,),
                            bases=None if base is None else (base,), tempering=tempering,
                            schedule=schedule, pilot_data=torch.as_tensor(dataset.train),
-                           resume=resume, echo=say, work_dir=work_dir, keep_work=True)
+                           resume=resume, echo=say, work_dir=work_dir, keep_work=True,
+                           progress=progress)
     say(f"  test  {interval}")
     for reason in interval.reasons:
         say(f"  not certified: {reason}")
