@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Brackets of committed models on one GPU, several at once (issue 26): each job is
 # `irbm evaluate MODEL --bracket ... --device cuda`, appended to MODEL/evaluation.json; the
-# evaluation.json files and logs are packed into OUT/brackets.tgz to be merged back.
+# evaluation.json files and logs (and the bracket_partial/ of a job stopped mid-level) are
+# packed into OUT/brackets.tgz to be merged back. A level a CPU started (its bracket_partial/
+# holds CPU batches) is refused on the GPU: delete that directory to run the level there.
 #
 #   OUT=/tmp/gpu IRBM_DATA_DIR=... [BUDGET=470] [DEVICE=cuda] bash scripts/gpu_brackets.sh \
 #       "MODEL_DIR [evaluate options]" ["MODEL_DIR [evaluate options]" ...]
@@ -38,6 +40,9 @@ for job in "$@"; do
   model="${words[0]}"
   mkdir -p "$OUT/evaluations/$(basename "$model")"
   cp "$model/evaluation.json" "$OUT/evaluations/$(basename "$model")/"
+  # A job the timeout stopped mid-level keeps its finished chain batches: rerun to resume.
+  [[ -d "$model/bracket_partial" ]] && cp -r "$model/bracket_partial" \
+      "$OUT/evaluations/$(basename "$model")/"
   tail -c 3000 "$OUT/logs/$(basename "$model").log" | tr '\r' '\n' | tail -25
 done
 tar czf "$OUT/brackets.tgz" -C "$OUT" logs evaluations && rm -rf "$OUT/logs" "$OUT/evaluations"
