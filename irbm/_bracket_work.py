@@ -43,9 +43,9 @@ def bracket_identity(model, *, data, base_data, pilot_data, trajectory, **settin
     """What a bracket's draws depend on besides its levels' seeds: the model, its rows
     (digests of their values), whether the fused kernels draw the chains, and ``settings``
     (chains, rows, repeats, seed, routes, schedule, pilots, temperatures), as JSON values."""
-    def digest(rows):
+    def digest(rows):  # of the values, whatever their dtype; in chunks (MNIST: 60,000 rows)
         return None if rows is None else tensor_digest(
-            torch.as_tensor(rows).to(torch.float64))
+            *(chunk.to(torch.float64) for chunk in torch.as_tensor(rows).split(4096)))
 
     return json.loads(json.dumps({
         "model": model.config(), "parameters": tensor_digest(*model.state_dict().values()),
