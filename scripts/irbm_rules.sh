@@ -76,6 +76,9 @@ EVERY=250 EPOCHS=4000 bash scripts/train_snapshots.sh "$RUNS/rules/irbm-merge-s2
   irbm evaluate results/models/irbm-merge-s2-e4000 --latest --bracket --chains 500 --raise 300 \
       --raise-repeats 1 \
       --tolerance 1 --seed 0 --max-seconds 2400 --threads 1
+# then continued to 16,000 temperatures (--max-seconds 1500) and, in session 27, to 32,000:
+# irbm evaluate results/models/irbm-merge-s2-e4000 --latest --bracket --continue \
+#     --max-seconds 3600 --threads 1
 # A running average of the parameters (--average 320, about 5 epochs of updates; session 16):
 # (a) from the start, seed 1234, whose merged run spiked at epoch 500 (training never uses the
 # average, so its raw models are rules/irbm-merge-s1234's); (b) from epoch 4,000 of seed 2 on
