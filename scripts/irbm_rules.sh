@@ -219,6 +219,10 @@ AVERAGE=1 bash scripts/select_snapshots.sh "$RUNS/rules/irbm-peers-merge-avg-s1"
 # results/models/irbm-peers-average-s2-selected/bracket_partial/, committed at each stop):
 # nice -n 10 irbm evaluate results/models/irbm-peers-average-s2-selected --latest --bracket \
 #     --continue --max-seconds 30000 --threads 1
+# and seed 1's (1,000 AIS chains, RAISE 500 rows x 2: half the chains, about 4.4 hours), in
+# results/models/irbm-peers-average-s1-selected/bracket_partial/:
+# nice -n 10 irbm evaluate results/models/irbm-peers-average-s1-selected --latest --bracket \
+#     --continue --max-seconds 20000 --threads 1
 peers_runs=(
   "peers, merged, raw/seed 1234=$RUNS/rules/irbm-peers-merge-avg-s1234"
   "peers, merged, raw/seed 2=$RUNS/rules/irbm-peers-merge-avg-s2"
