@@ -13,6 +13,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from test_raise_schedule import _without_seconds
 
 import irbm.ais as ais
 import irbm.evaluate as evaluate
@@ -28,14 +29,6 @@ def _model():
 def _data(seed, n, rate):
     return torch.rand(n, 12, generator=torch.Generator().manual_seed(seed),
                       dtype=torch.float64).lt(rate).double()
-
-
-def _without_seconds(value):
-    if isinstance(value, dict):
-        return {key: _without_seconds(item) for key, item in value.items() if key != "seconds"}
-    if isinstance(value, list):
-        return [_without_seconds(item) for item in value]
-    return value
 
 
 SETTINGS = dict(rows=40, tolerance=1e-6, seed=3, n_chains=16, n_betas=25, bases=("data",),
