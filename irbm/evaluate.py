@@ -565,15 +565,15 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     if work is not None and work.restored_runs and echo is not None:
         echo(f"  resuming the unfinished level from {work.directory}")
     try:
-        started, restored = time.perf_counter(), 0.0  # restored: seconds of saved batches
+        started = time.perf_counter()
         # Chains run in batches, each saved as it ends when there is a work directory. On a
         # GPU the steps are launch-bound: AIS in batches of 1,000 and RAISE's repeats, up to
         # 20,000 chains, as one batch. On a CPU, batches of 250 chains run as fast per chain
         # (784 x 604 iRBM, one thread) and a level of hours is saved every half hour or so.
         on_gpu = model.device.type == "cuda"
-        ais_batch = 1000 if on_gpu else CPU_CHAIN_BATCH
-        raise_batch = (min(n_rows * raise_repeats, 20_000) if raise_repeats > 1 else 1000) \
-            if on_gpu else CPU_CHAIN_BATCH
+        batches = {"ais": 1000 if on_gpu else CPU_CHAIN_BATCH,
+                   "raise": (min(n_rows * raise_repeats, 20_000) if raise_repeats > 1 else 1000)
+                   if on_gpu else CPU_CHAIN_BATCH}
         free_all = free_energies(model, data)
         free_rows = free_energies(model, subset)
         # The floor's chains are cheap beside a level's (one Gibbs run of n_chains x 300 steps),
@@ -582,77 +582,26 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         floor = max(sampled_log_partition_floor(model, data if base_data is None else base_data,
                                                 n_chains=n_chains, n_steps=FLOOR_STEPS, seed=seed),
                     -math.inf if resume is None else resume.get("log_z_floor", -math.inf))
-        pilots = {}  # per route and direction: the pilot's (t, thermodynamic length), run once
-        if schedule == "tuned":
-            pilot_data = model.check_visible(torch.as_tensor(pilot_data))
-            pilot_rows = pilot_data[torch.randperm(
-                pilot_data.shape[0], generator=torch.Generator().manual_seed(seed + 2))[
-                :REVERSE_PILOT_ROWS].to(pilot_data.device)]
-
-        def temperatures(route, count, reverse=False):
-            nonlocal restored
-            if schedule == "uniform":
-                return make_betas(count)
-            reverse = reverse and schedule == "tuned"
-            if (route, reverse) not in pilots:
-                kind, base = routes[route]
-
-                def pilot():
-                    return thermodynamic_length(
-                        model, base=base, path=kind,
-                        trajectory=trajectory if kind == "trajectory" else None,
-                        data=base_data, seed=seed + 1, pilot_betas=int(pilot_betas),
-                        reverse_from=pilot_rows if reverse else None)
-                if work is None:
-                    pilots[route, reverse] = pilot()
-                else:  # read back with the seconds it took, which count as restored work
-                    *pilots[route, reverse], seconds = work.pilot(
-                        f"{route} {'reverse' if reverse else 'forward'}", pilot)
-                    restored += seconds
-            return betas_of_equal_length(*pilots[route, reverse], count)
-
+        schedules = _Schedules(model, routes, schedule, trajectory=trajectory,
+                               base_data=base_data, pilot_data=pilot_data, seed=seed,
+                               pilot_betas=int(pilot_betas), work=work)
         if resume is not None:
             # An uninterrupted call ran the pilots before its first level; run them before the
             # next level's clock too, so that its time predicts the one after it as there.
             for route in routes:
-                temperatures(route, n_temperatures)
-                temperatures(route, n_temperatures, True)
+                schedules(route, n_temperatures)
+                schedules(route, n_temperatures, True)
+        restored = 0.0  # seconds of saved chain batches and pilots read back, not run
         while True:
-            level_started, restored_before = time.perf_counter(), restored
-            level, results = {"n_betas": n_temperatures, "ais": {}, "raise": {}}, {}
+            level_started, restored_before = time.perf_counter(), restored + schedules.restored
             # Levels draw independent chains, so their bounds are independent estimates.
             level_seed = seed if not levels else batch_seed(seed, 1000 + len(levels))
-            for route, (kind, base) in routes.items():
-                along = trajectory if kind == "trajectory" else None
-                betas = temperatures(route, n_temperatures)
-                run_started = time.perf_counter()
-                ais = estimate_log_partition(
-                    model, n_chains, betas=betas, base=base, path=kind, trajectory=along,
-                    data=base_data, seed=level_seed, progress=progress, chain_batch_size=ais_batch,
-                    checkpoint_path=work and work.checkpoint(n_temperatures, route, "ais"))
-                restored += max(0.0, ais.seconds - (time.perf_counter() - run_started))
-                results[route] = ais
-                level["ais"][route] = {"log_z": ais.log_z, "n_chains": ais.n_chains,
-                                      # ln(Z-hat + 3 sigma) - ln Z-hat: three standard errors
-                                      # of ln Z-hat (delta method), finite whatever the weights
-                                      "sigma": (ais.log_z_high - ais.log_z) / 3.0,
-                                      "effective_sample_size": ais.effective_sample_size,
-                                      "seconds": ais.seconds}
-                reverse_betas, run_started = temperatures(route, n_temperatures, True), \
-                    time.perf_counter()
-                reverse = raise_nll(model, subset, betas=reverse_betas,
-                                    seed=level_seed, base=base,
-                                    path=kind, trajectory=along, base_data=base_data,
-                                    n_repeats=raise_repeats,
-                                    chain_batch_size=raise_batch,
-                                    checkpoint_path=work and work.checkpoint(
-                                        n_temperatures, route, "raise"),
-                                    progress=progress)
-                restored += max(0.0, reverse.seconds - (time.perf_counter() - run_started))
-                whole, stderr = control_variate(free_all, free_rows, reverse.log_likelihoods)
-                level["raise"][route] = {"rows": reverse.mean, "whole": whole, "stderr": stderr,
-                                        "repeat_gap": reverse.repeat_gap,
-                                        "seconds": reverse.seconds}
+            level, results, seconds_read = _run_level(
+                model, routes, schedules, n_temperatures, level_seed, n_chains=int(n_chains),
+                subset=subset, base_data=base_data, trajectory=trajectory,
+                raise_repeats=raise_repeats, batches=batches, free_all=free_all,
+                free_rows=free_rows, work=work, progress=progress)
+            restored += seconds_read
             best_path = max(routes, key=lambda route: level["ais"][route]["log_z"])
             level.update(best_path=best_path,
                          own_optimistic_sigma=level["ais"][best_path]["sigma"],
@@ -672,7 +621,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
             # The conservative side: the lowest RAISE NLL of any level that this optimistic side
             # does not refute (RAISE bounds its annealing model's NLL, see irbm.bracket).
             judge_conservative([*levels, level])
-            level["seconds"] = time.perf_counter() - level_started + restored - restored_before
+            level["seconds"] = (time.perf_counter() - level_started + restored
+                                + schedules.restored - restored_before)
             levels.append(level)
             if echo is not None:
                 gap = level["raise"].get(level["raise_path"], {}).get("repeat_gap")
@@ -711,7 +661,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                        last["optimistic_rows"], last["conservative_rows"],
                        last["conservative_stderr"], last["log_z"], floor, n_rows,
                        last["n_betas"], int(n_chains),
-                       earlier_seconds + time.perf_counter() - started + restored, tolerance,
+                       earlier_seconds + time.perf_counter() - started + restored
+                       + schedules.restored, tolerance,
                        levels, ais_kept, bases, paths,
                        None if max_seconds is None else float(max_seconds),
                        None if not verdict(levels, tolerance=tolerance, out_of_time=False,
@@ -721,6 +672,89 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     finally:  # the files stay for a call to resume (or for the caller, with keep_work)
         if work is not None:
             work.release()
+
+
+class _Schedules:
+    """Each route's temperatures (n_betas,) at a level, forward or reverse: evenly spaced, or of
+    equal thermodynamic length from one pilot run per route and direction, run once and kept
+    (read back from the work directory when there is one; ``restored`` counts the seconds
+    those read back had taken)."""
+
+    def __init__(self, model, routes, schedule, *, trajectory, base_data, pilot_data, seed,
+                 pilot_betas, work):
+        self.model, self.routes, self.schedule, self.work = model, routes, schedule, work
+        self.trajectory, self.base_data, self.seed = trajectory, base_data, seed
+        self.pilot_betas, self.pilots, self.restored = pilot_betas, {}, 0.0
+        self.pilot_rows = None
+        if schedule == "tuned":
+            pilot_data = model.check_visible(torch.as_tensor(pilot_data))
+            self.pilot_rows = pilot_data[torch.randperm(
+                pilot_data.shape[0], generator=torch.Generator().manual_seed(seed + 2))[
+                :REVERSE_PILOT_ROWS].to(pilot_data.device)]
+
+    def __call__(self, route: str, count: int, reverse: bool = False):
+        if self.schedule == "uniform":
+            return make_betas(count)
+        reverse = reverse and self.schedule == "tuned"
+        if (route, reverse) not in self.pilots:
+            kind, base = self.routes[route]
+
+            def pilot():
+                return thermodynamic_length(
+                    self.model, base=base, path=kind,
+                    trajectory=self.trajectory if kind == "trajectory" else None,
+                    data=self.base_data, seed=self.seed + 1, pilot_betas=self.pilot_betas,
+                    reverse_from=self.pilot_rows if reverse else None)
+            if self.work is None:
+                self.pilots[route, reverse] = pilot()
+            else:  # read back with the seconds it took, which count as restored work
+                *self.pilots[route, reverse], seconds = self.work.pilot(
+                    f"{route} {'reverse' if reverse else 'forward'}", pilot)
+                self.restored += seconds
+        return betas_of_equal_length(*self.pilots[route, reverse], count)
+
+
+def _run_level(model, routes, schedules, n_temperatures, level_seed, *, n_chains, subset,
+               base_data, trajectory, raise_repeats, batches, free_all, free_rows, work,
+               progress) -> tuple[dict, dict, float]:
+    """One level of a bracket: AIS (``n_chains``) and RAISE (``subset`` (R, n_visible),
+    ``raise_repeats`` chains per row) on every route at ``n_temperatures``.
+
+    Returns the level's record ({"n_betas", "ais": {route: ...}, "raise": {route: ...}}), the
+    AIS results by route, and the seconds of chain batches read back from ``work`` (not run).
+    ``free_all`` (N,) and ``free_rows`` (R,) are the free energies of the bracketed rows and of
+    the subset, for RAISE's control variate.
+    """
+    level, results, restored = {"n_betas": n_temperatures, "ais": {}, "raise": {}}, {}, 0.0
+    for route, (kind, base) in routes.items():
+        along = trajectory if kind == "trajectory" else None
+        betas = schedules(route, n_temperatures)
+        run_started = time.perf_counter()
+        ais = estimate_log_partition(
+            model, n_chains, betas=betas, base=base, path=kind, trajectory=along,
+            data=base_data, seed=level_seed, progress=progress,
+            chain_batch_size=batches["ais"],
+            checkpoint_path=work and work.checkpoint(n_temperatures, route, "ais"))
+        restored += max(0.0, ais.seconds - (time.perf_counter() - run_started))
+        results[route] = ais
+        level["ais"][route] = {"log_z": ais.log_z, "n_chains": ais.n_chains,
+                               # ln(Z-hat + 3 sigma) - ln Z-hat: three standard errors of
+                               # ln Z-hat (delta method), finite whatever the weights
+                               "sigma": (ais.log_z_high - ais.log_z) / 3.0,
+                               "effective_sample_size": ais.effective_sample_size,
+                               "seconds": ais.seconds}
+        reverse_betas, run_started = schedules(route, n_temperatures, True), time.perf_counter()
+        reverse = raise_nll(model, subset, betas=reverse_betas, seed=level_seed, base=base,
+                            path=kind, trajectory=along, base_data=base_data,
+                            n_repeats=raise_repeats, chain_batch_size=batches["raise"],
+                            checkpoint_path=work and work.checkpoint(
+                                n_temperatures, route, "raise"),
+                            progress=progress)
+        restored += max(0.0, reverse.seconds - (time.perf_counter() - run_started))
+        whole, stderr = control_variate(free_all, free_rows, reverse.log_likelihoods)
+        level["raise"][route] = {"rows": reverse.mean, "whole": whole, "stderr": stderr,
+                                 "repeat_gap": reverse.repeat_gap, "seconds": reverse.seconds}
+    return level, results, restored
 
 
 def _resumable(stored: dict, *, n_chains, n_rows, raise_repeats, bases, paths, schedule,
