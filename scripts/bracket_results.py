@@ -147,7 +147,7 @@ def _cross_check(check: dict | None, conditional: dict | None = None) -> str:
             + ("" if not conditional or conditional.get("contradicted") else
                f", so [{conditional['optimistic']:.2f}, {conditional['conservative']:.2f}] on "
                "that condition (" + ("within" if conditional["within_tolerance"] else "not within")
-               + " the tolerance; not certified)")
+               + " the tolerance; a bracket on a condition, never certified)")
             + ("; BDMC below the optimistic side: its samples miss mass, or AIS overshot"
                if conditional and conditional.get("contradicted") else ""))
 
