@@ -591,7 +591,7 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
             for route in routes:
                 schedules(route, n_temperatures)
                 schedules(route, n_temperatures, True)
-        restored = 0.0  # seconds of saved chain batches and pilots read back, not run
+        restored = 0.0  # seconds of saved chain batches read back, not run (pilots': schedules)
         while True:
             level_started, restored_before = time.perf_counter(), restored + schedules.restored
             # Levels draw independent chains, so their bounds are independent estimates.
@@ -675,7 +675,7 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
 
 
 class _Schedules:
-    """Each route's temperatures (n_betas,) at a level, forward or reverse: evenly spaced, or of
+    """Each route's temperatures (count,) at a level, forward or reverse: evenly spaced, or of
     equal thermodynamic length from one pilot run per route and direction, run once and kept
     (read back from the work directory when there is one; ``restored`` counts the seconds
     those read back had taken)."""
