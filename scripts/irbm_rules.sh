@@ -223,6 +223,21 @@ AVERAGE=1 bash scripts/select_snapshots.sh "$RUNS/rules/irbm-peers-merge-avg-s1"
 # results/models/irbm-peers-average-s1-selected/bracket_partial/:
 # nice -n 10 irbm evaluate results/models/irbm-peers-average-s1-selected --latest --bracket \
 #     --continue --max-seconds 20000 --threads 1
+# Session 28 (an H200 lent): both levels' CPU batches deleted (a level is refused on another
+# device) and the three rows continued on the GPU, seeds 2 and 1 side by side, then seed 1234:
+# OUT=... BUDGET=370 bash scripts/gpu_brackets.sh \
+#   "results/models/irbm-peers-average-s2-selected --latest --bracket --continue" \
+#   "results/models/irbm-peers-average-s1-selected --latest --bracket --continue"
+# OUT=... BUDGET=230 bash scripts/gpu_brackets.sh \
+#   "results/models/irbm-peers-average-s1234-selected --latest --bracket --continue"
+# then the cross-checks of the new levels on one CPU thread (seed 2: 33 minutes; seed 1: about
+# 70, BDMC at 256,000 temperatures):
+# irbm evaluate results/models/irbm-peers-average-s2-selected --tempering 3000 --ais-path linear --threads 1
+# irbm evaluate results/models/irbm-peers-average-s1-selected --tempering 3000 --ais-path linear --threads 1
+# and the raw 4,250-epoch model's next doubling (64,000), about 3.5 hours on one CPU thread,
+# resumed across sessions from results/models/irbm-merge-s2-e4250/bracket_partial/:
+# nice -n 10 irbm evaluate results/models/irbm-merge-s2-e4250 --latest --bracket --continue \
+#     --max-seconds 9000 --threads 1
 peers_runs=(
   "peers, merged, raw/seed 1234=$RUNS/rules/irbm-peers-merge-avg-s1234"
   "peers, merged, raw/seed 2=$RUNS/rules/irbm-peers-merge-avg-s2"
