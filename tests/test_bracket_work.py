@@ -58,6 +58,16 @@ def _saved_seconds(paths) -> float:
     return total
 
 
+@pytest.fixture(scope="module")
+def uninterrupted():
+    """The bracket of `_model` never interrupted, in chain batches of 5 (shared by the cases
+    below: it is the slowest part of each)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(evaluate, "CPU_CHAIN_BATCH", 5)
+        return bracket_nll(_model(), _data(4, 200, 0.5), base_data=_data(6, 300, 0.4),
+                           **SETTINGS)
+
+
 @pytest.mark.parametrize("where, call, forward_after, reverse_after", [
     # Chain batches of 5: 4 AIS batches (16 chains) and 24 RAISE batches (40 rows x 3) per
     # route and level, 2 routes (the iRBM's pinned, then linear path; data base). irbm.ais's
@@ -67,14 +77,14 @@ def _saved_seconds(paths) -> float:
     ("ais", 13, 2 + 4 + 8, 24 + 24 + 48),
     ("raise", 80, 8, 17 + 48)])
 def test_an_interrupted_level_resumes_to_the_uninterrupted_bracket(
-        tmp_path, monkeypatch, where, call, forward_after, reverse_after):
+        tmp_path, monkeypatch, uninterrupted, where, call, forward_after, reverse_after):
     """Stopped inside a run of its second level, a bracket called again with the same
     arguments runs only the missing chain batches, and its levels, sides and verdict are those
     of a call never interrupted; its pilots are read back, not rerun; its seconds count the
     saved work's; the work directory is gone once it returns."""
     monkeypatch.setattr(evaluate, "CPU_CHAIN_BATCH", 5)
     model, rows, train = _model(), _data(4, 200, 0.5), _data(6, 300, 0.4)
-    whole = bracket_nll(model, rows, base_data=train, **SETTINGS)
+    whole = uninterrupted
     assert [level["n_betas"] for level in whole.levels] == [25, 50, 100]
     work = tmp_path / "work"
     with monkeypatch.context() as patch:
