@@ -147,9 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     _train_parser(commands_parser)
 
     evaluate = commands_parser.add_parser(
-        "evaluate", help="AIS estimate of log Z and NLL per split",
+        "evaluate", help="NLL per split by AIS; --bracket: a certified interval",
         description="Estimate ln Z by annealed importance sampling and the average NLL on "
-        "train/valid/test with standard errors; appends to evaluation.json in the run.")
+        "train/valid/test with standard errors; with --bracket, the test NLL as an interval "
+        "[optimistic (AIS), conservative (RAISE)], certified when at most --tolerance wide and "
+        "converged. Appends to evaluation.json in the run.")
     evaluate.add_argument("run", help="run directory")
     evaluate.add_argument("--chains", type=int, default=None, help="AIS chains (default 1000)")
     evaluate.add_argument("--betas", type=int, default=None, help="number of temperatures "
