@@ -187,12 +187,17 @@ def test_hidden_permutation_moves_optimizer_state_and_undoes_bit_identically(fac
 @pytest.mark.parametrize("factory", [p for p in PARAMS if p.id != "rbm"])
 def test_changing_beta_never_leaves_a_stale_log_partition(factory):
     model = randomized(factory, seed=7)
+    before = model.log_partition_exact()  # anything derived from beta is now computed once
     model.beta = 1.7
     fresh = build_model({**model.config(), "beta": 1.7}, dtype=torch.float64)
     fresh.load_state_dict({k: v for k, v in model.state_dict().items()})
     assert float(model.state_dict()["beta"]) == 1.7
     assert model.log_partition_exact() == pytest.approx(brute_force_log_partition(model), abs=1e-9)
     assert model.log_partition_exact() == pytest.approx(fresh.log_partition_exact(), abs=1e-12)
+    # Loading a state written with another beta brings back that beta's partition function.
+    fresh.load_state_dict(randomized(factory, seed=7).state_dict())
+    assert fresh.log_partition_exact() == pytest.approx(before, abs=1e-12)
+    assert model.log_partition_exact() != pytest.approx(before, abs=1e-6)
     with pytest.raises(ValueError, match="beta"):
         model.beta = float("nan")
 

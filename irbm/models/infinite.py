@@ -80,9 +80,23 @@ class InfiniteRBM(OrderedRBM):
 
     def _log_tail(self) -> torch.Tensor:
         """log(r / (1 - r)) with r = 2**(1 - beta): the mass of the units beyond l, relative to
-        exp(-F(v, l)); a 0-d tensor."""
-        log_r = (1.0 - self.beta) * math.log(2.0)
-        return log_r - torch.log(-torch.expm1(log_r))
+        exp(-F(v, l)); a 0-d tensor (not to be modified in place)."""
+        # Every hidden step needs it, and its five small ops cost a third of a 100-unit step's
+        # glue: it is kept until beta's buffer changes (assignment and load_state_dict write it
+        # in place, which bumps its version; .to() makes a new one), computed by the same ops.
+        beta = self.beta
+        try:
+            key = (beta._version, beta.data_ptr(), beta.dtype, beta.device)
+        except RuntimeError:  # an inference-mode tensor keeps no version: no cache
+            key = None
+        cached = self.__dict__.get("_log_tail_cache")
+        if key is not None and cached is not None and cached[0] == key:
+            return cached[1]
+        log_r = (1.0 - beta) * math.log(2.0)
+        value = log_r - torch.log(-torch.expm1(log_r))
+        if key is not None:
+            self.__dict__["_log_tail_cache"] = (key, value)
+        return value
 
     def _pin_offsets(self, kappa: float, pin: int) -> torch.Tensor:
         """The units' -kappa |z - pin|, then the tail's: its column becomes
