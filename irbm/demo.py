@@ -28,10 +28,11 @@ from .workflows import evaluate_run, plot_run, report_runs, train_run
 logger = logging.getLogger(__name__)
 
 DATASET = "digits"
-# (family, settings) and budgets: chosen to finish in under 45 s on an idle 2-core machine
-# (measured: 18-26 s on a 2-core AMD EPYC in sessions 24-26, 40 s when first written; 200 epochs
-# and 400 x 6,000 AIS took 126 s for NLLs ~0.7 nat better). The last one takes longest (the
-# iRBM grows to about 500 units): side by side, it is the one this process runs.
+# (family, settings) and budgets: chosen to finish in about 30 s on an idle 2-core machine
+# (measured in session 29 on a 2-core AMD EPYC, AVX2 only: 30-31 s side by side, 46-60 s one
+# after the other; 200 epochs and 400 x 6,000 AIS took 126 s for NLLs ~0.7 nat better, when
+# the demo ran one model at a time). The last one takes longest (the iRBM grows to about 500
+# units): side by side, it is the one this process runs.
 MODELS = (
     ("rbm", {"n_hidden": 100, "lr": 0.05}),
     ("orbm", {"n_hidden": 100, "lr": 0.05}),
