@@ -272,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "(default: 1)")
 
     demo = commands_parser.add_parser("demo", help="train, evaluate and report the three models "
-                                      "on the embedded digits (20-60 s on 2 cores)")
+                                      "on the embedded digits (30-60 s on 2 cores)")
     demo.add_argument("--out", default="demo-output", help="output directory")
     demo.add_argument("--quick", action="store_true", help="a much shorter run (for tests)")
     _system_options(demo, data=False)
