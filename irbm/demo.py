@@ -7,17 +7,19 @@ it produces is what a user would get by running them one by one.
 
 On a CPU with two or more threads to use (``--threads``, by default the free cores) the models
 run side by side, one thread each: the longest (the iRBM, listed last) in this process, the
-others in worker processes, whose messages come as one block per model when it is done. Each
-model is then what ``irbm train ... --threads 1`` would give; with one thread, or on a GPU,
-they run one after the other.
+others in worker processes (spawned: a script that calls `demo` needs the usual ``if __name__
+== "__main__":`` guard), whose messages follow as one block per model. Each model is then what
+``irbm train ... --threads 1`` would give; with one thread, or on a GPU, they run one after
+the other.
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing
+import pickle
+import signal
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import torch
@@ -46,8 +48,8 @@ QUICK_CHAINS, QUICK_BETAS = 50, 300
 def demo(out_dir: Path, *, quick: bool = False, device=None, echo=None) -> Path:
     """Train, evaluate and plot the three models into ``out_dir/FAMILY`` and write the report
     into ``out_dir/report``; return the report's Markdown file. Messages go to ``echo``
-    (default: logging). Uses torch's thread count as the number of models run at once on a
-    CPU (see the module's docstring)."""
+    (default: logging), all from the calling thread. Uses torch's thread count as the number
+    of models run at once on a CPU (see the module's docstring), and leaves it as it was."""
     say = echo or logger.info
     out_dir = Path(out_dir)
     budget = (QUICK_EPOCHS, QUICK_CHAINS, QUICK_BETAS) if quick else (EPOCHS, CHAINS, BETAS)
@@ -69,30 +71,78 @@ def demo(out_dir: Path, *, quick: bool = False, device=None, echo=None) -> Path:
 
 def _run_side_by_side(jobs, processes: int, say) -> None:
     """The last job here and the others on ``processes - 1`` worker processes, one torch thread
-    each; a worker's messages are said as one block when its model is done."""
-    torch.set_num_threads(1)
+    each; a worker's messages are said after this process's model, one block per model, in
+    this thread. An error or Ctrl-C here stops the workers (their run directories stay
+    resumable); a worker's error is raised after its messages."""
+    threads = torch.get_num_threads()
     context = multiprocessing.get_context("spawn")  # a fork would copy torch's thread pools
-    with ProcessPoolExecutor(processes - 1, mp_context=context) as pool:
-        futures = [pool.submit(_run_model_quietly, *job) for job in jobs[:-1]]
-        for future in futures:
-            future.add_done_callback(lambda done: _say_result(done, say))
+    shares = [jobs[:-1][worker::processes - 1] for worker in range(processes - 1)]
+    workers, done = [], False
+    try:
+        for share in shares:
+            receiver, sender = context.Pipe(duplex=False)
+            worker = context.Process(target=_worker, args=(share, sender), daemon=True)
+            worker.start()
+            sender.close()  # the worker's end: a worker that dies then reads as end of file
+            workers.append((worker, receiver, len(share)))
+        torch.set_num_threads(1)
         _run_model(*jobs[-1], say=say)
-        for future in futures:
-            future.result()  # a worker's error is raised here, after this process's model
+        for worker, receiver, n_models in workers:
+            for _ in range(n_models):
+                _say_block(worker, receiver, say)
+        done = True
+    finally:
+        torch.set_num_threads(threads)
+        for worker, receiver, _ in workers:
+            if not done:  # stopped mid-model: its run directory resumes like any other
+                worker.terminate()
+            worker.join()
+            receiver.close()
 
 
-def _say_result(future, say) -> None:
-    """A worker's messages, as soon as it is done (its error is raised by the caller)."""
-    if not future.cancelled() and future.exception() is None:
-        say(future.result())
+def _say_block(worker, receiver, say) -> None:
+    """One model's messages from ``worker``; its error, raised."""
+    try:
+        lines, error = receiver.recv()
+    except EOFError:
+        worker.join()
+        raise RuntimeError(f"the demo's worker process stopped (exit code {worker.exitcode}) "
+                           "before its models were done") from None
+    say("\n".join(lines))
+    if error is not None:
+        raise error
 
 
-def _run_model_quietly(family, options, run_dir, budget, device) -> str:
-    """`_run_model` in a worker process, one thread, no progress bars; returns its messages."""
+def _worker(jobs, sender) -> None:
+    """A worker process: ``jobs`` one after the other on one thread, without progress bars,
+    each model's (messages, error or None) sent when it is done. Ctrl-C is left to the main
+    process, which stops the worker."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _exit)  # the main process's stop: exit as Python does
     torch.set_num_threads(1)
-    lines = []
-    _run_model(family, options, run_dir, budget, device, say=lines.append, progress=False)
-    return "\n".join(lines)
+    for job in jobs:
+        lines = []
+        try:
+            _run_model(*job, say=lines.append, progress=False)
+        except Exception as error:  # noqa: BLE001 - sent to the main process, which raises it
+            sender.send((lines, _picklable(error)))
+            return
+        sender.send((lines, None))
+
+
+def _exit(signal_number, frame):
+    """SIGTERM as an exception: files are closed and locks released (a bare SIGTERM leaves
+    a semaphore for multiprocessing's resource tracker to warn about)."""
+    raise SystemExit(128 + signal_number)
+
+
+def _picklable(error: Exception) -> Exception:
+    """``error`` if it survives the pipe to the main process, else a RuntimeError naming it."""
+    try:
+        pickle.loads(pickle.dumps(error))
+        return error
+    except Exception:  # noqa: BLE001 - any failure to pickle: keep the message
+        return RuntimeError(f"{type(error).__name__}: {error}")
 
 
 def _run_model(family, options, run_dir, budget, device, *, say, progress=True) -> None:

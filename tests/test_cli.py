@@ -893,7 +893,9 @@ def test_demo_quick_runs_end_to_end(tmp_path):
     assert str(out_dir / "report" / "report.html") in result.out
     # Three models without --eval-every: the hint that the latest is evaluated comes once.
     assert result.out.count("--eval-every") == 1, result.out
-    # Each model's messages come in one piece, the worker's included.
+    # Side by side: the iRBM here first, then the worker's models, each in one piece.
+    starts = [result.out.index(f"\n== {family}: training") for family in ("irbm", "rbm", "orbm")]
+    assert starts == sorted(starts), result.out
     for family in ("rbm", "orbm", "irbm"):
         block = result.out.split(f"\n== {family}: training")[1].split("\n\n== ")[0]
         assert f"== {family}: AIS" in block and "test  NLL" in block, result.out

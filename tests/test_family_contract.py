@@ -202,6 +202,22 @@ def test_changing_beta_never_leaves_a_stale_log_partition(factory):
         model.beta = float("nan")
 
 
+@pytest.mark.parametrize("factory", PARAMS)
+def test_a_model_used_in_inference_mode_still_takes_gradients(factory):
+    """Nothing computed under torch.inference_mode (an inference tensor) is kept for later."""
+    model = randomized(factory, seed=3)
+    v = next(binary_configurations(model.n_visible))[:5].to(model.dtype)
+    with torch.inference_mode():
+        expected = model.free_energy(v)
+    x = v.clone().requires_grad_()
+    energy = model.free_energy(x)
+    energy.sum().backward()
+    assert torch.allclose(energy.detach(), expected) and x.grad is not None
+    # The iRBM's kept tail constant: autograd would refuse to save an inference tensor.
+    tail = model._log_tail() if hasattr(model, "_log_tail") else None
+    assert not (isinstance(tail, torch.Tensor) and tail.is_inference())
+
+
 @pytest.mark.parametrize("regrouping", ["all", "peng"])
 @pytest.mark.parametrize("factory", [p for p in PARAMS if p.id != "rbm"])
 def test_random_permutation_training_keeps_rows_and_state_aligned(factory, regrouping):

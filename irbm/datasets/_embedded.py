@@ -47,8 +47,8 @@ def _digit_images() -> np.ndarray:
     if path is not None:
         # load_digits' own parse of its file (the last column is the label), without importing
         # scikit-learn: that takes 1-3.5 s, most of the demo's data loading in each process.
-        with gzip.open(path, "rt") as lines:
-            images = np.loadtxt(lines, delimiter=",")[:, :-1]
+        with gzip.open(path, "rt", encoding="utf-8") as lines:
+            images = np.ascontiguousarray(np.loadtxt(lines, delimiter=",")[:, :-1])
     else:  # pragma: no cover - a scikit-learn that moved its file
         from sklearn.datasets import load_digits
 

@@ -36,8 +36,9 @@ class InfiniteRBM(OrderedRBM):
     In ``log_p_z_given_v`` and in sampled hidden states, the category ``z = n_hidden + 1`` stands
     for the whole tail z > l. Units beyond l have zero weights, so v given (h, z) does not depend
     on where in the tail z fell: reporting the tail as one category keeps Gibbs sampling exact.
-    The tail constant is computed from ``beta`` at every use, so changing beta never leaves it
-    stale, and ``load_state_dict`` resizes the model to the state's number of units.
+    The tail constant is kept until ``beta``'s buffer changes (assigning ``model.beta`` or
+    ``load_state_dict`` writes it, either way bumping its version), so changing beta never
+    leaves it stale, and ``load_state_dict`` resizes the model to the state's number of units.
     """
 
     family = "irbm"
@@ -84,11 +85,14 @@ class InfiniteRBM(OrderedRBM):
         # Every hidden step needs it, and its five small ops cost a third of a 100-unit step's
         # glue: it is kept until beta's buffer changes (assignment and load_state_dict write it
         # in place, which bumps its version; .to() makes a new one), computed by the same ops.
-        beta = self.beta
-        try:
-            key = (beta._version, beta.data_ptr(), beta.dtype, beta.device)
-        except RuntimeError:  # an inference-mode tensor keeps no version: no cache
-            key = None
+        # (Writing through beta.data or beta.numpy() bypasses the version, as it does autograd's
+        # checks: assign model.beta instead.)
+        beta, key = self.beta, None
+        if not torch.is_inference_mode_enabled():  # an inference tensor must not be kept
+            try:
+                key = (beta._version, beta.data_ptr(), beta.dtype, beta.device)
+            except RuntimeError:  # a beta made in inference mode keeps no version: no cache
+                key = None
         cached = self.__dict__.get("_log_tail_cache")
         if key is not None and cached is not None and cached[0] == key:
             return cached[1]
