@@ -85,6 +85,9 @@ def _run_side_by_side(jobs, processes: int, say) -> None:
             worker.start()
             sender.close()  # the worker's end: a worker that dies then reads as end of file
             workers.append((worker, receiver, len(share)))
+        others = " and ".join(job[0] for job in jobs[:-1])
+        say(f"\n{others} in {len(workers)} worker process{'es' if len(workers) > 1 else ''} "
+            f"beside {jobs[-1][0]} here, one thread each; their messages follow {jobs[-1][0]}'s")
         torch.set_num_threads(1)
         _run_model(*jobs[-1], say=say)
         for worker, receiver, n_models in workers:

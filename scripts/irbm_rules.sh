@@ -238,6 +238,9 @@ AVERAGE=1 bash scripts/select_snapshots.sh "$RUNS/rules/irbm-peers-merge-avg-s1"
 # resumed across sessions from results/models/irbm-merge-s2-e4250/bracket_partial/:
 # nice -n 10 irbm evaluate results/models/irbm-merge-s2-e4250 --latest --bracket --continue \
 #     --max-seconds 9000 --threads 1
+# Session 29 (no GPU): the same command resumed that level (routes 3 and 4), and seed 1234's
+# cross-check of its 128,000-temperature level ran beside it (nice 5, one thread):
+# irbm evaluate results/models/irbm-peers-average-s1234-selected --tempering 3000 --ais-path linear --threads 1
 peers_runs=(
   "peers, merged, raw/seed 1234=$RUNS/rules/irbm-peers-merge-avg-s1234"
   "peers, merged, raw/seed 2=$RUNS/rules/irbm-peers-merge-avg-s2"
