@@ -211,6 +211,12 @@ def build_parser() -> argparse.ArgumentParser:
                           "the bracket withholds certification, and BDMC from 8 of its samples "
                           "per ladder bounds the NLL from above as far as they are draws from "
                           "the model")
+    evaluate.add_argument("--floor-chains", type=int, default=None, metavar="CHAINS",
+                          help="recompute the certain floor of ln Z (a sum over the distinct "
+                          "visible and hidden vectors that CHAINS Gibbs chains from the training "
+                          "rows visit) for the run's latest bracket and, when it is higher than "
+                          "the bracket's, append the bracket re-judged with it as a new record; "
+                          "more chains than the bracket's AIS chains find more of a model's mass")
     _system_options(evaluate)
 
     sample = commands_parser.add_parser(

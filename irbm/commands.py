@@ -42,8 +42,10 @@ def run_evaluate(args):
                                     raise_repeats=args.raise_repeats, bracket=args.bracket,
                                     tolerance=args.tolerance, max_seconds=args.max_seconds,
                                     tempering_sweeps=args.tempering, schedule=args.schedule,
-                                    resume=args.resume,
+                                    resume=args.resume, floor_chains=args.floor_chains,
                                     data_dir=args.data_dir, device=args.device, echo=print)
+    if record is None:  # --floor-chains found no higher floor
+        return None
     print(f"  ln Z = {record['log_z']:.3f}  [{record['log_z_low']:.3f}, "
           f"{record['log_z_high']:.3f}]  -> {run_dir / runs.EVALUATION_FILE}")
     return record

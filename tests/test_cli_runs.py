@@ -424,6 +424,50 @@ def test_a_cross_check_whose_floor_beats_the_pooled_ais_makes_it_the_records_ln_
     assert not any("best AIS run gives" in reason for reason in reasons)
 
 
+def test_a_floor_from_more_chains_rejudges_the_latest_bracket(run_dir, monkeypatch, capsys):
+    """--floor-chains recomputes the certain floor with more chains: one above the bracket's
+    is appended as a new record whose ln Z, NLLs and optimistic side are its own; one no
+    higher appends nothing; AIS options are refused before any work."""
+    import irbm
+    from irbm import workflows
+    from irbm.cli import main
+    from irbm.floor import FLOOR_STEPS, sampled_log_partition_floor
+    assert main(["evaluate", str(run_dir), "--bracket", "--chains", "10", "--betas", "50",
+                 "--raise", "20", "--max-seconds", "30"]) == 0
+    bracketed, count = evaluations(run_dir)[-1], len(evaluations(run_dir))
+    capsys.readouterr()
+    assert main(["evaluate", str(run_dir), "--floor-chains", "40", "--betas", "9"]) == 2
+    assert "takes no --betas" in capsys.readouterr().err
+    assert len(evaluations(run_dir)) == count
+    # The real floor from 40 chains, as the command computes it.
+    model, _ = irbm.runs.run_model(run_dir, which="latest")
+    expected = sampled_log_partition_floor(
+        model, irbm.runs.load_run_dataset(run_dir).train, n_chains=40, n_steps=FLOOR_STEPS,
+        seed=bracketed["seed"] or 0)
+    assert main(["evaluate", str(run_dir), "--floor-chains", "40"]) == 0
+    stored = bracketed["bracket"]["log_z_floor"]
+    if expected > stored:
+        assert evaluations(run_dir)[-1]["bracket"]["log_z_floor"] == expected
+    else:
+        assert len(evaluations(run_dir)) == count and "nothing appended" in capsys.readouterr().out
+    # A floor above the pooled AIS: the new record's numbers are the floor's.
+    count = len(evaluations(run_dir))
+    lifted = bracketed["log_z"] + 2.0
+    monkeypatch.setattr(workflows, "sampled_log_partition_floor", lambda *a, **k: lifted)
+    assert main(["evaluate", str(run_dir), "--floor-chains", "4000"]) == 0
+    checked = evaluations(run_dir)
+    assert len(checked) == count + 1 and checked[-1]["floor_chains"] == 4000
+    assert checked[-1]["log_z"] == checked[-1]["bracket"]["log_z"] == lifted
+    assert checked[-1]["nll"]["test"]["mean"] == pytest.approx(
+        bracketed["nll"]["test"]["mean"] + 2.0, abs=1e-6)
+    assert checked[-1]["bracket"]["optimistic"] == pytest.approx(
+        checked[-1]["nll"]["test"]["mean"], abs=1e-6)
+    # No higher than the latest bracket's floor now: nothing more is appended.
+    assert main(["evaluate", str(run_dir), "--floor-chains", "4000"]) == 0
+    assert len(evaluations(run_dir)) == count + 1
+    assert "nothing appended" in capsys.readouterr().out
+
+
 def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, capsys):
     """--continue keeps the stored levels and settings, adds levels from twice the last
     one's temperatures in a new record that names the one it continues; options that would
