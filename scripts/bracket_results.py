@@ -58,7 +58,8 @@ def evaluate_command(model_dir: Path, bracket: dict, record: dict,
                 + (f" --max-seconds {bracket['max_seconds']:g}" if bracket.get("max_seconds")
                    else "")
                 + (" --device cuda" if record.get("device", "cpu").startswith("cuda") else "")
-                + _tempering_command(model_dir, record, bracket.get("cross_check")))
+                + _tempering_command(model_dir, record, bracket.get("cross_check"))
+                + _floor_command(model_dir, record))
     bases = bracket.get("bases", ["data"])  # brackets made before both bases ran: data
     paths = bracket.get("paths", [])
     budget = bracket.get("max_seconds")  # not recorded by the first brackets
@@ -80,7 +81,16 @@ def evaluate_command(model_dir: Path, bracket: dict, record: dict,
             + (f" --schedule {schedule}" if schedule != "tuned" else "")
             # Records before devices were stored ran on the CPU.
             + (" --device cuda" if record.get("device", "cpu").startswith("cuda") else "")
-            + _tempering_command(model_dir, record, bracket.get("cross_check")))
+            + _tempering_command(model_dir, record, bracket.get("cross_check"))
+            + _floor_command(model_dir, record))
+
+
+def _floor_command(model_dir, record) -> str:
+    """The `irbm evaluate --floor-chains` that re-judged the record with a higher floor."""
+    if not record.get("floor_chains"):
+        return ""
+    return (f"`, then `irbm evaluate {shlex.quote(str(model_dir))} "
+            f"--floor-chains {record['floor_chains']}")
 
 
 def _tempering_command(model_dir, record, check) -> str:
