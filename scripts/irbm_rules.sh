@@ -238,8 +238,11 @@ AVERAGE=1 bash scripts/select_snapshots.sh "$RUNS/rules/irbm-peers-merge-avg-s1"
 # resumed across sessions from results/models/irbm-merge-s2-e4250/bracket_partial/:
 # nice -n 10 irbm evaluate results/models/irbm-merge-s2-e4250 --latest --bracket --continue \
 #     --max-seconds 9000 --threads 1
-# Session 29 (no GPU): the same command resumed that level (routes 3 and 4), and seed 1234's
-# cross-check of its 128,000-temperature level ran beside it (nice 5, one thread):
+# Session 29 (no GPU): the same command resumed that level (routes 3 and 4; [128.20, 129.11]),
+# then started the next (128,000; its first AIS batch is in bracket_partial/):
+# nice -n 10 irbm evaluate results/models/irbm-merge-s2-e4250 --latest --bracket --continue \
+#     --max-seconds 30000 --threads 1
+# and seed 1234's cross-check of its 128,000-temperature level ran beside it (nice 5):
 # irbm evaluate results/models/irbm-peers-average-s1234-selected --tempering 3000 --ais-path linear --threads 1
 peers_runs=(
   "peers, merged, raw/seed 1234=$RUNS/rules/irbm-peers-merge-avg-s1234"
