@@ -506,12 +506,8 @@ def cross_check_run(run_dir, sweeps: int, *, which=None, data_dir=None, device=N
     bracket's highest AIS run) and append it, re-judged (`irbm.bracket.rejudge`), as a new
     evaluation record (the earlier record stays as it was); returns the new record."""
     say = echo or logger.info
-    check_device(device)
-    run_dir = runs.require_run(run_dir)
-    runs.check_writable(run_dir)
-    _, record = _latest_bracket(run_dir, which, "cross-check")
-    dataset = runs.load_run_dataset(run_dir, data_dir)
-    model, _ = runs.run_model(run_dir, which=record.get("which", "latest"), device=device)
+    run_dir, record, dataset, model = _stored_bracket(run_dir, which, "cross-check", data_dir,
+                                                      device)
     bracket = record["bracket"]
     # Brackets stored before "bases" was recorded ran one base: the record's AIS base.
     bases = bracket.get("bases") or [record.get("base", "data")]
@@ -546,12 +542,8 @@ def floor_run(run_dir, n_chains: int, *, which=None, data_dir=None, device=None,
     say = echo or logger.info
     if isinstance(n_chains, bool) or int(n_chains) != n_chains or n_chains < 1:
         raise ValueError(f"--floor-chains needs a positive number of chains, got {n_chains!r}")
-    check_device(device)
-    run_dir = runs.require_run(run_dir)
-    runs.check_writable(run_dir)
-    _, record = _latest_bracket(run_dir, which, "re-judge with a floor")
-    dataset = runs.load_run_dataset(run_dir, data_dir)
-    model, _ = runs.run_model(run_dir, which=record.get("which", "latest"), device=device)
+    run_dir, record, dataset, model = _stored_bracket(run_dir, which, "re-judge with a floor",
+                                                      data_dir, device)
     stored = record["bracket"].get("log_z_floor", -math.inf)
     say(f"the certain floor of ln Z for the bracket of {run_dir}: {int(n_chains)} Gibbs chains "
         f"x {FLOOR_STEPS} steps from the training rows")
@@ -564,6 +556,18 @@ def floor_run(run_dir, n_chains: int, *, which=None, data_dir=None, device=None,
     judged = rejudge({**record["bracket"], "log_z_floor": floor})
     return _append_rejudged(run_dir, record, judged, floor, model, dataset, say,
                             floor_chains=int(n_chains))
+
+
+def _stored_bracket(run_dir, which, purpose: str, data_dir, device) -> tuple:
+    """(run directory, its latest bracket's record, its data, the model that bracket is of),
+    everything checked before any work: the device, the run, that it can be written to."""
+    check_device(device)
+    run_dir = runs.require_run(run_dir)
+    runs.check_writable(run_dir)
+    _, record = _latest_bracket(run_dir, which, purpose)
+    dataset = runs.load_run_dataset(run_dir, data_dir)
+    model, _ = runs.run_model(run_dir, which=record.get("which", "latest"), device=device)
+    return run_dir, record, dataset, model
 
 
 def _append_rejudged(run_dir, record, judged, floor, model, dataset, say, **marks) -> dict:
