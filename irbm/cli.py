@@ -217,6 +217,12 @@ def build_parser() -> argparse.ArgumentParser:
                           "rows visit) for the run's latest bracket and, when it is higher than "
                           "the bracket's, append the bracket re-judged with it as a new record; "
                           "more chains than the bracket's AIS chains find more of a model's mass")
+    evaluate.add_argument("--floor-descents", type=int, default=0, metavar="STARTS",
+                          help="with --floor-chains, also count the minima of the hidden free "
+                          "energy that single-flip descents from STARTS uniform random hidden "
+                          "vectors reach, and every single flip of them: they find deep, narrow "
+                          "basins chains from the data never enter (1,000 take seconds on a "
+                          "100-unit model)")
     _system_options(evaluate)
 
     sample = commands_parser.add_parser(

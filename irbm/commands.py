@@ -43,6 +43,7 @@ def run_evaluate(args):
                                     tolerance=args.tolerance, max_seconds=args.max_seconds,
                                     tempering_sweeps=args.tempering, schedule=args.schedule,
                                     resume=args.resume, floor_chains=args.floor_chains,
+                                    floor_descents=args.floor_descents,
                                     data_dir=args.data_dir, device=args.device, echo=print)
     if record is None:  # --floor-chains found no higher floor
         return None

@@ -266,7 +266,8 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
                  which="best", raise_rows=None, raise_repeats=None, bracket=False,
                  tolerance=None,
                  max_seconds=None, tempering_sweeps=None, schedule=None, resume=False,
-                 floor_chains=None, data_dir=None, device=None, progress=True,
+                 floor_chains=None, floor_descents=0, data_dir=None, device=None,
+                 progress=True,
                  echo=None) -> dict | None:
     """AIS estimate of log Z for the run's model and its NLL on every split, with the AIS
     diagnostics, appended to the run's ``evaluation.json``; returns the new record.
@@ -294,9 +295,13 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
     of this call, since stored levels keep their numbers but not their weights.
     ``floor_chains``: without ``bracket``, ``tempering_sweeps`` or other AIS options,
     re-judge the latest bracket with a floor from this many chains instead (`floor_run`;
-    None is returned when it is not higher than the bracket's).
+    None is returned when it is not higher than the bracket's), and with ``floor_descents`` the
+    minima of G that descents from that many random hidden vectors reach.
     ``n_chains``, ``seed``, ``tolerance``: None takes 1,000, 0 and 1.0 nat.
     """
+    if floor_descents and floor_chains is None:
+        raise ValueError("--floor-descents adds to the floor that --floor-chains recomputes: "
+                         "add --floor-chains (the bracket's AIS chains, say)")
     if floor_chains is not None:
         given = {"--bracket": bracket, "--tempering": tempering_sweeps is not None,
                  "--chains": n_chains is not None, "--betas": n_betas is not None,
@@ -309,8 +314,8 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
             raise ValueError(f"--floor-chains re-judges the run's latest bracket and takes no "
                              f"{', '.join(k for k, v in given.items() if v)}: run those in a "
                              "command of their own")
-        return floor_run(run_dir, floor_chains, which=which, data_dir=data_dir, device=device,
-                         echo=echo)
+        return floor_run(run_dir, floor_chains, n_descents=floor_descents, which=which,
+                         data_dir=data_dir, device=device, echo=echo)
     if tempering_sweeps is not None and int(tempering_sweeps) < 1:
         raise ValueError(f"--tempering needs a positive number of sweeps, got "
                          f"{tempering_sweeps}")
@@ -528,13 +533,14 @@ def cross_check_run(run_dir, sweeps: int, *, which=None, data_dir=None, device=N
                             cross_checked=True)
 
 
-def floor_run(run_dir, n_chains: int, *, which=None, data_dir=None, device=None,
-              echo=None) -> dict | None:
+def floor_run(run_dir, n_chains: int, *, n_descents: int = 0, which=None, data_dir=None,
+              device=None, echo=None) -> dict | None:
     """Recompute the certain floor of ln Z (`irbm.floor.sampled_log_partition_floor`) for the
     latest bracket of the run's current model with ``n_chains`` Gibbs chains of FLOOR_STEPS
-    steps from the training rows, and append the bracket re-judged with it as a new
-    evaluation record (the earlier one stays as it was) when it beats the stored floor;
-    returns that record, or None when it does not.
+    steps from the training rows (and the minima of descents from ``n_descents`` random hidden
+    vectors), and append the bracket re-judged with it as a new evaluation record (the earlier
+    one stays as it was) when it beats the stored floor; returns that record, or None when it
+    does not.
 
     More chains find more of the vectors that hold a model's mass: on the CalTech101 RBM-100
     at 5,000 epochs, 2,000 chains (its bracket's) gave 2535.0, 8,000 2539.4 and 32,000 2540.4,
@@ -542,20 +548,25 @@ def floor_run(run_dir, n_chains: int, *, which=None, data_dir=None, device=None,
     say = echo or logger.info
     if isinstance(n_chains, bool) or int(n_chains) != n_chains or n_chains < 1:
         raise ValueError(f"--floor-chains needs a positive number of chains, got {n_chains!r}")
+    if isinstance(n_descents, bool) or int(n_descents) != n_descents or n_descents < 0:
+        raise ValueError(f"--floor-descents needs a number of starts >= 0, got {n_descents!r}")
     run_dir, record, dataset, model = _stored_bracket(run_dir, which, "re-judge with a floor",
                                                       data_dir, device)
     stored = record["bracket"].get("log_z_floor", -math.inf)
     say(f"the certain floor of ln Z for the bracket of {run_dir}: {int(n_chains)} Gibbs chains "
-        f"x {FLOOR_STEPS} steps from the training rows")
+        f"x {FLOOR_STEPS} steps from the training rows"
+        + (f", descents from {int(n_descents)} random hidden vectors" if n_descents else ""))
     floor = sampled_log_partition_floor(model, dataset.train, n_chains=int(n_chains),
-                                        n_steps=FLOOR_STEPS, seed=record.get("seed", 0) or 0)
+                                        n_steps=FLOOR_STEPS, seed=record.get("seed", 0) or 0,
+                                        descents=int(n_descents))
     say(f"  floor {floor:.3f}, the bracket's {stored:.3f}")
     if floor <= stored:
         say("  not above the bracket's floor: nothing appended")
         return None
     judged = rejudge({**record["bracket"], "log_z_floor": floor})
     return _append_rejudged(run_dir, record, judged, floor, model, dataset, say,
-                            floor_chains=int(n_chains))
+                            floor_chains=int(n_chains),
+                            **({"floor_descents": int(n_descents)} if n_descents else {}))
 
 
 def _stored_bracket(run_dir, which, purpose: str, data_dir, device) -> tuple:

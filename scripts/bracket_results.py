@@ -86,11 +86,14 @@ def evaluate_command(model_dir: Path, bracket: dict, record: dict,
 
 
 def _floor_command(model_dir, record) -> str:
-    """The `irbm evaluate --floor-chains` that re-judged the record with a higher floor."""
+    """The `irbm evaluate --floor-chains [--floor-descents]` that re-judged the record with a
+    higher floor."""
     if not record.get("floor_chains"):
         return ""
     return (f"`, then `irbm evaluate {shlex.quote(str(model_dir))} "
-            f"--floor-chains {record['floor_chains']}")
+            f"--floor-chains {record['floor_chains']}"
+            + (f" --floor-descents {record['floor_descents']}"
+               if record.get("floor_descents") else ""))
 
 
 def _tempering_command(model_dir, record, check) -> str:

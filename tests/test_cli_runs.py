@@ -426,8 +426,9 @@ def test_a_cross_check_whose_floor_beats_the_pooled_ais_makes_it_the_records_ln_
 
 def test_a_floor_from_more_chains_rejudges_the_latest_bracket(run_dir, monkeypatch, capsys):
     """--floor-chains recomputes the certain floor with more chains: one above the bracket's
-    is appended as a new record whose ln Z, NLLs and optimistic side are its own; one no
-    higher appends nothing; AIS options are refused before any work."""
+    is appended as a new record whose ln Z, NLLs and optimistic side are its own (with
+    --floor-descents, descents' minima count too); one no higher appends nothing; AIS
+    options, and descents without --floor-chains, are refused before any work."""
     import irbm
     from irbm import workflows
     from irbm.cli import main
@@ -438,6 +439,10 @@ def test_a_floor_from_more_chains_rejudges_the_latest_bracket(run_dir, monkeypat
     capsys.readouterr()
     assert main(["evaluate", str(run_dir), "--floor-chains", "40", "--betas", "9"]) == 2
     assert "takes no --betas" in capsys.readouterr().err
+    assert main(["evaluate", str(run_dir), "--floor-descents", "40"]) == 2
+    assert "add --floor-chains" in capsys.readouterr().err
+    assert main(["evaluate", str(run_dir), "--floor-chains", "40", "--floor-descents", "-1"]) == 2
+    assert "--floor-descents needs a number of starts >= 0" in capsys.readouterr().err
     assert len(evaluations(run_dir)) == count
     # The real floor from 40 chains, as the command computes it.
     model, _ = irbm.runs.run_model(run_dir, which="latest")
@@ -453,10 +458,15 @@ def test_a_floor_from_more_chains_rejudges_the_latest_bracket(run_dir, monkeypat
     # A floor above the pooled AIS: the new record's numbers are the floor's.
     count = len(evaluations(run_dir))
     lifted = bracketed["log_z"] + 2.0
-    monkeypatch.setattr(workflows, "sampled_log_partition_floor", lambda *a, **k: lifted)
-    assert main(["evaluate", str(run_dir), "--floor-chains", "4000"]) == 0
+    calls = []
+    monkeypatch.setattr(workflows, "sampled_log_partition_floor",
+                        lambda *a, **k: calls.append(k) or lifted)
+    assert main(["evaluate", str(run_dir), "--floor-chains", "4000", "--floor-descents",
+                 "30"]) == 0
+    assert calls[-1]["n_chains"] == 4000 and calls[-1]["descents"] == 30
     checked = evaluations(run_dir)
     assert len(checked) == count + 1 and checked[-1]["floor_chains"] == 4000
+    assert checked[-1]["floor_descents"] == 30
     assert checked[-1]["log_z"] == checked[-1]["bracket"]["log_z"] == lifted
     assert checked[-1]["nll"]["test"]["mean"] == pytest.approx(
         bracketed["nll"]["test"]["mean"] + 2.0, abs=1e-6)

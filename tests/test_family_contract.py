@@ -18,7 +18,7 @@ from family_constant_penalty import ConstantPenaltyOrderedRBM
 import irbm
 from irbm import ais
 from irbm.models import FAMILIES as REGISTRY
-from irbm.models import binary_configurations, build_model
+from irbm.models import EnergyModel, binary_configurations, build_model
 from irbm.strategies import RandomPermutation
 from irbm.training import Callback, Trainer
 
@@ -112,6 +112,29 @@ def test_hidden_free_energy_equals_brute_force(factory):
             float(brute_force_hidden_free_energy(model, h.unsqueeze(0))), abs=1e-9)
     assert float(torch.logsumexp(-hidden, 0)) == pytest.approx(
         brute_force_log_partition(model), abs=1e-9)
+
+
+@pytest.mark.parametrize("factory", PARAMS)
+def test_descend_hidden_ends_where_no_single_flip_lowers_g_as_the_reference_does(factory):
+    """From every hidden vector: G never rises, no single flip of a result lowers G (checked
+    by flipping each unit), the input is left as it was, and the family's descent (incremental
+    where it has one) ends where the reference, which evaluates G afresh for each flip, does."""
+    model = randomized(factory, seed=6, scale=2.0)
+    every_h = next(binary_configurations(model.n_hidden, torch.float64))
+    before = every_h.clone()
+    with torch.no_grad():
+        minima = model.descend_hidden(every_h)
+        reference = EnergyModel._descend_hidden(model, every_h.clone(), 1000)
+        energy = model.hidden_free_energy(minima)
+        assert torch.equal(every_h, before) and torch.equal(minima, reference)
+        assert (energy <= model.hidden_free_energy(every_h) + 1e-12).all()
+        assert len(torch.unique(minima, dim=0)) < len(every_h)  # it moved somewhere
+        for unit in range(model.n_hidden):
+            flipped = minima.clone()
+            flipped[:, unit] = 1 - flipped[:, unit]
+            assert (model.hidden_free_energy(flipped) >= energy - 1e-12).all()
+    with pytest.raises(ValueError, match="max_sweeps"):
+        model.descend_hidden(every_h, max_sweeps=0)
 
 
 @pytest.mark.parametrize("factory", PARAMS)

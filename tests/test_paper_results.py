@@ -410,13 +410,17 @@ def test_a_bracket_names_the_schedule_it_was_made_with(monkeypatch):
 
 
 def test_a_bracket_rejudged_with_a_higher_floor_names_that_command(monkeypatch):
-    """A record appended by `irbm evaluate --floor-chains` re-derives with that command last."""
+    """A record appended by `irbm evaluate --floor-chains [--floor-descents]` re-derives with
+    that command last."""
     script = _bracket_results(monkeypatch)
     bracket = {"n_chains": 500, "n_rows": 300, "tolerance": 1.0, "schedule": "tuned",
                "levels": [{"n_betas": 1000}]}
     assert "--floor-chains" not in script.evaluate_command(Path("m"), bracket, {})
     command = script.evaluate_command(Path("m"), bracket, {"floor_chains": 32000})
     assert command.endswith("`, then `irbm evaluate m --floor-chains 32000")
+    command = script.evaluate_command(Path("m"), bracket, {"floor_chains": 2000,
+                                                           "floor_descents": 10000})
+    assert command.endswith("`, then `irbm evaluate m --floor-chains 2000 --floor-descents 10000")
 
 
 def test_a_bracket_names_the_device_it_ran_on(monkeypatch):

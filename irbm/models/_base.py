@@ -358,6 +358,39 @@ class EnergyModel(nn.Module, abc.ABC):
         return self._mean_visibles(state_h)
 
     @torch.no_grad()
+    def descend_hidden(self, h, max_sweeps: int = 1000) -> torch.Tensor:
+        """h (M, n_hidden) -> h' (M, n_hidden): a local minimum of G (`hidden_free_energy`) for
+        each row, reached by sweeping the units in order and flipping each one whose flip lowers
+        G, until a sweep flips none (or after ``max_sweeps`` sweeps).
+
+        No single flip of a returned row lowers G (unless the sweeps ran out). From uniform
+        random starts the minima find hidden vectors that hold a peaked model's mass where Gibbs
+        chains from the data never go (`irbm.floor.sampled_log_partition_floor`)."""
+        if int(max_sweeps) < 1:
+            raise ValueError(f"max_sweeps must be >= 1, got {max_sweeps}")
+        return self._descend_hidden(self.check_hidden(h).clone(), int(max_sweeps))
+
+    def _descend_hidden(self, h: torch.Tensor, max_sweeps: int) -> torch.Tensor:
+        """`descend_hidden` on a checked copy ``h`` (M, n_hidden), changed in place: the
+        reference, which evaluates G afresh for each flip (families override it with
+        incremental updates)."""
+        energy = self._hidden_free_energy(h)
+        for _ in range(max_sweeps):
+            flipped = False
+            for unit in range(self.n_hidden):
+                candidate = h.clone()
+                candidate[:, unit] = 1 - candidate[:, unit]
+                new_energy = self._hidden_free_energy(candidate)
+                lower = new_energy < energy
+                if lower.any():
+                    h[lower] = candidate[lower]
+                    energy = torch.where(lower, new_energy, energy)
+                    flipped = True
+            if not flipped:
+                break
+        return h
+
+    @torch.no_grad()
     def sample_hidden(self, v, generator: torch.Generator | None = None, *, z=None) -> HiddenState:
         """(h, z) ~ P(h, z | v) for v (N, n_visible); z is None for families without it."""
         v = self.check_visible(v)

@@ -209,13 +209,18 @@ class OrderedRBM(BipartiteModel):
         """G(h) = -h^T b - sum_j softplus(c_j + (h W)_j) - log sum_{z >= m(h)} exp(-sum_{i<=z}
         beta_i), shape (M,), m(h) the last active unit of h (1 when none); the iRBM's z past
         its units adds the tail, whose units are free to take either value."""
+        return self._hidden_rest(h) - self._visible_sum_out(h)
+
+    def _hidden_rest(self, h):
+        """-h^T b - log sum_{z >= m(h)} exp(-sum_{i<=z} beta_i), shape (M,): G(h) without the
+        visible units' softplus terms."""
         z_columns = self._append_tail(torch.cumsum(-self._penalties(), 0).unsqueeze(0))[0]
         # suffix[m] = logsumexp(z_columns[m:]): all z >= m + 1 (and the tail for the iRBM).
         suffix = torch.flip(torch.logcumsumexp(torch.flip(z_columns, (0,)), 0), (0,))
         # Integer positions: a low-precision float cannot hold every index (bfloat16: 256).
         positions = torch.arange(1, self.n_hidden + 1, device=h.device)
         last_active = torch.where(h != 0, positions, 0).amax(1).clamp(min=1)
-        return -(h @ self.b) - self._visible_sum_out(h) - suffix[last_active - 1]
+        return -(h @ self.b) - suffix[last_active - 1]
 
     def given_z(self, z: int):
         """(rbm, log_factor) with exp(-F(v, z)) = exp(-F_rbm(v) + log_factor) for every v:

@@ -60,6 +60,10 @@ class RBM(BipartiteModel):
         """G(h) = -h^T b - sum_j softplus(c_j + (h W)_j), shape (M,)."""
         return -(h @ self.b) - self._visible_sum_out(h)
 
+    def _hidden_rest(self, h):
+        """-h^T b, shape (M,): G(h) without the visible units' softplus terms."""
+        return -(h @ self.b)
+
     @torch.no_grad()
     def weighted_gradients(self, v, row_weights, generator=None):
         """Weighted sums of dF/dW = -sigmoid(Wv+b) v^T, dF/db = -sigmoid(Wv+b), dF/dc = -v
