@@ -487,7 +487,8 @@ def _continued_settings(record, **given) -> tuple:
 def _floor_warning(gap: float) -> str:
     return (f"ln Z-hat is at least {gap:.1f} nats too low (below ln sum_v exp(-F(v)) or ln "
             "sum_h exp(-G(h)) over the distinct visible or hidden vectors of Gibbs chains from "
-            "the training set, a certain lower bound): the NLLs below are too optimistic by at "
+            "the training set, or of descents of G, a certain lower bound): the NLLs below are "
+            "too optimistic by at "
             "least as much")
 
 
