@@ -156,9 +156,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--chains", type=int, default=None, help="AIS chains (default 1000)")
     evaluate.add_argument("--betas", type=int, default=None, help="number of temperatures "
                           "(default: the authors' schedule of 14,500)")
-    evaluate.add_argument("--base", choices=["model", "data"], default=None,
+    evaluate.add_argument("--base", choices=["model", "data", "descents"], default=None,
                           help="base distribution (default: the family's, the data's base "
-                          "rate from the training set)")
+                          "rate from the training set; descents: the visible marginals of the "
+                          "deepest minima of the hidden free energy, for a model whose mass "
+                          "sits in a few deep basins; not for --bracket)")
     paths = sorted({path for cls in FAMILIES.values() for path in cls.ais_paths})
     evaluate.add_argument("--ais-path", choices=paths, default=None,
                           help="annealing path (default: the family's; the families with z "

@@ -227,7 +227,8 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
     data : Tensor or array (N, n_visible), binary.
     n_betas, betas : the schedule, as in `irbm.ais.estimate_log_partition`.
     seed : int, optional
-    base : "model", "data" or Tensor (n_visible,); default the family's ``default_ais_base``.
+    base : "model", "data", "descents" or Tensor (n_visible,); default the family's
+        ``default_ais_base``.
     path : str, optional: one of the model's ``ais_paths`` (default: its first).
     trajectory : list of EnergyModel, optional: earlier models to anneal along (see
         `irbm.ais.estimate_log_partition`).
@@ -541,6 +542,12 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     order = torch.randperm(data.shape[0], generator=torch.Generator().manual_seed(seed))
     subset = data[order[:n_rows].to(data.device)]
     bases = tuple(bases or (("data", "model") if base_data is not None else ("model",)))
+    if "descents" in bases:
+        raise ValueError("the descents base serves AIS runs and --tempering cross-checks, not "
+                         "brackets: RAISE from it anneals the test rows towards the deep basins "
+                         "(on the CalTech101 RBM-100 its NLL was 85 nats too high); bracket "
+                         "from the data or model base, then cross-check with --tempering "
+                         "SWEEPS --base descents")
     if not set(bases) <= {"data", "model"} or ("data" in bases and base_data is None):
         raise ValueError(f'bases must be "data" (with base_data) and/or "model", got {bases}')
     routes = {(f"{kind}, {base} base" if len(bases) > 1 else kind): (kind, base)
