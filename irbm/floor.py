@@ -16,10 +16,10 @@ import torch
 
 # Gibbs steps of the floor's chains in a bracket (`irbm.evaluate.bracket_nll`).
 FLOOR_STEPS = 300
-# Starts descended together (`EnergyModel.descend_hidden`), and the most rows of single flips
-# of their minima evaluated at once.
+# Starts descended together (`EnergyModel.descend_hidden`), and the most values (rows x units)
+# in one block of single flips of their minima.
 DESCENT_BATCH = 1000
-NEIGHBOUR_ROWS = 65536
+NEIGHBOUR_VALUES = 2**26
 
 
 def free_energies(model, data, *, batch_size: int = 4096, layer: str = "visible"
@@ -155,7 +155,10 @@ def sampled_log_partition_floor(model, data, *, n_chains: int = 500, n_steps: in
         for start in range(0, int(descents), DESCENT_BATCH):
             starts = torch.rand((min(DESCENT_BATCH, int(descents) - start), model.n_hidden),
                                 generator=generator, device=model.device) < 0.5
-            minima = model.descend_hidden(starts.to(model.dtype))
+            # Below float32 the descent's rounding stops short of minima (bfloat16: by up to
+            # 2 nats); the floor's own sums are float64 either way.
+            descending = model if model.dtype.itemsize >= 4 else hidden.model
+            minima = descending.descend_hidden(starts.to(descending.dtype))
             hidden.add(minima)
             for neighbours in _single_flips(minima):
                 hidden.add(neighbours)
@@ -163,14 +166,14 @@ def sampled_log_partition_floor(model, data, *, n_chains: int = 500, n_steps: in
 
 
 def _single_flips(rows: torch.Tensor):
-    """Every row at Hamming distance 1 from a row of ``rows`` (M, K), in blocks of at most
-    NEIGHBOUR_ROWS rows (K per row of ``rows``): a basin's mass around its minimum."""
-    width = rows.shape[1]
-    per_block = max(1, NEIGHBOUR_ROWS // width)
-    unit = torch.arange(width, device=rows.device)
-    for start in range(0, rows.shape[0], per_block):
-        block = rows[start:start + per_block].repeat_interleave(width, 0)
-        flip = unit.repeat(block.shape[0] // width)
-        index = torch.arange(block.shape[0], device=rows.device)
-        block[index, flip] = 1 - block[index, flip]
+    """Every row at Hamming distance 1 from a row of ``rows`` (M, K), M K rows in all, in
+    blocks of at most NEIGHBOUR_VALUES values (a block may split one row's flips): a basin's
+    mass around its minimum."""
+    count, width = rows.shape
+    per_block = max(1, NEIGHBOUR_VALUES // width)
+    for start in range(0, count * width, per_block):
+        flat = torch.arange(start, min(start + per_block, count * width), device=rows.device)
+        block = rows[flat // width]  # a copy: advanced indexing
+        index = torch.arange(flat.numel(), device=rows.device)
+        block[index, flat % width] = 1 - block[index, flat % width]
         yield block

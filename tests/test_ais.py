@@ -165,6 +165,7 @@ def test_float32_model_and_hook_only_family():
         weighted_gradients = RBM.weighted_gradients
         _n_hidden_terms = RBM._n_hidden_terms
         _hidden_free_energy = RBM._hidden_free_energy
+        _hidden_rest = RBM._hidden_rest
 
     hook_only = HookOnly(N_VISIBLE, N_HIDDEN, dtype=torch.float64)
     hook_only.load_state_dict(model.state_dict())

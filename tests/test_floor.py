@@ -158,3 +158,18 @@ def test_descents_find_a_deep_mode_the_chains_from_the_data_never_reach(name):
     assert exact - 0.3 < descended <= exact + 1e-9
     with pytest.raises(ValueError, match="descents"):
         floor.sampled_log_partition_floor(model, data, descents=-1)
+
+
+@pytest.mark.parametrize("values", [3, 7, 12, 10**6])
+def test_single_flips_are_every_row_at_distance_one_in_blocks_of_bounded_size(values,
+                                                                              monkeypatch):
+    """Blocks hold at most NEIGHBOUR_VALUES values (a block may split one row's flips, and
+    holds one row when a row is wider than that) and together every single flip, once."""
+    monkeypatch.setattr(floor, "NEIGHBOUR_VALUES", values)
+    rows = (torch.rand(4, 5, generator=torch.Generator().manual_seed(2)) < 0.5).double()
+    blocks = list(floor._single_flips(rows))
+    assert all(block.numel() <= max(values, 5) for block in blocks)
+    flips = torch.cat(blocks)
+    expected = torch.cat([torch.where(torch.eye(5, dtype=torch.bool), 1 - row, row)
+                          for row in rows])
+    assert torch.equal(flips, expected)

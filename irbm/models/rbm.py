@@ -58,7 +58,7 @@ class RBM(BipartiteModel):
 
     def _hidden_free_energy(self, h):
         """G(h) = -h^T b - sum_j softplus(c_j + (h W)_j), shape (M,)."""
-        return -(h @ self.b) - self._visible_sum_out(h)
+        return self._hidden_rest(h) - self._visible_sum_out(h)
 
     def _hidden_rest(self, h):
         """-h^T b, shape (M,): G(h) without the visible units' softplus terms."""
