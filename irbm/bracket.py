@@ -351,10 +351,11 @@ def log_weighted_mean(log_values: list[float], weights: list[float]) -> float:
     return top + math.log(sum(math.exp(term - top) for term in terms)) - math.log(sum(weights))
 
 
-def crossing_noise(stderr: float) -> float:
+def crossing_noise(stderr: float, certain_floor: bool = False) -> float:
     """How far (nats) a RAISE NLL with standard error ``stderr`` may fall below the optimistic
-    side before the two contradict each other: three standard errors plus AIS's slack."""
-    return CROSSING_SIGMAS * stderr + OVERSHOOT
+    side before the two contradict each other: three standard errors plus AIS's slack, which
+    an optimistic side that is a certain floor (`floor_gap`) does not have."""
+    return CROSSING_SIGMAS * stderr + (0.0 if certain_floor else OVERSHOOT)
 
 
 def refuted(estimate: dict, optimistic: float) -> bool:
@@ -441,18 +442,22 @@ def rejudge(summary: dict) -> dict:
             "width": last["conservative"] - last["optimistic"], "certified": not reasons,
             "reasons": reasons,
             "conditional": conditional_bracket(last, summary.get("cross_check"),
-                                               summary["tolerance"])}
+                                               summary["tolerance"],
+                                               certain_floor=floor_gap(levels) > 0)}
 
 
-def conditional_bracket(last: dict, check: dict | None, tolerance: float) -> dict | None:
+def conditional_bracket(last: dict, check: dict | None, tolerance: float, *,
+                        certain_floor: bool = False) -> dict | None:
     """[optimistic, BDMC] of level ``last`` where the tempering ``check`` ran BDMC: a bracket
     that holds if tempering's samples are draws from the model (Grosse et al. 2015), which
     its passages from base to model make plausible but nothing certifies (nor that BDMC has
     converged). ``within_tolerance`` when it is at most ``tolerance`` wide, the two do not
     cross beyond BDMC's noise and BDMC's standard error is within a quarter of the tolerance,
     as a certified bracket's conservative side must be; ``contradicted`` when they cross
-    beyond it (the samples miss mass the AIS chains found, or AIS overshot).
-    None without BDMC, or when tempering never carried a state from the base to the model.
+    beyond it (the samples miss mass the AIS chains found, or AIS overshot; only the former
+    when the optimistic side is a ``certain_floor``, which leaves BDMC no slack for an AIS
+    overshoot). None without BDMC, or when tempering never carried a state from the base to
+    the model.
 
     Measured (session 18, `results/README.md`): on the CalTech101 RBM-2000 (76 passages) AIS
     at 16,000-64,000 temperatures lay 4.4-5.1 nats above such a BDMC bound, so passages did not
@@ -462,11 +467,11 @@ def conditional_bracket(last: dict, check: dict | None, tolerance: float) -> dic
     if bdmc is None or not passages:
         return None
     width = bdmc["nll"] - last["optimistic"]
+    noise = crossing_noise(bdmc["stderr"], certain_floor)
     return {"optimistic": last["optimistic"], "conservative": bdmc["nll"],
             "conservative_stderr": bdmc["stderr"], "width": width, "passages": passages,
-            "contradicted": width < -crossing_noise(bdmc["stderr"]),
-            "within_tolerance": -crossing_noise(bdmc["stderr"]) <= width <= tolerance
-            and bdmc["stderr"] <= tolerance / 4}
+            "contradicted": width < -noise, "certain_floor": certain_floor,
+            "within_tolerance": -noise <= width <= tolerance and bdmc["stderr"] <= tolerance / 4}
 
 
 def verdict(levels: list[dict], *, tolerance: float, out_of_time,
@@ -602,8 +607,10 @@ def cross_check_reasons(levels: list[dict], check: dict) -> list[str]:
     three estimators missed mass; below the optimistic side, `overshoot_bound` over every level
     tells whether AIS could have overshot or tempering missed mass. BDMC from its samples is an
     upper bound of the NLL when they are draws from the model: below the optimistic side it
-    shows they are not."""
+    shows they are not. Below an optimistic side that is a certain floor (`floor_gap`) either
+    is wrong beyond three standard errors: no AIS overshoot can explain it."""
     last = levels[-1]
+    certain_floor = floor_gap(levels) > 0
     nll, stderr = check["nll"], check["stderr"]
     estimate = f"the tempering estimate ({nll:.2f} +/- {stderr:.2f})"
     reasons = []
@@ -612,7 +619,7 @@ def cross_check_reasons(levels: list[dict], check: dict) -> list[str]:
         reasons.append(f"{estimate} never carried a state from the base to the model after its "
                        "burn-in: it checks nothing; use more sweeps or temperatures")
     chance = None if "log_z" not in check else overshoot_bound(levels, check["log_z"])
-    if nll < last["optimistic"] - crossing_noise(stderr):
+    if nll < last["optimistic"] - crossing_noise(stderr, certain_floor):
         below = f"{estimate} lies below the optimistic side ({last['optimistic']:.2f}) beyond "
         odds = ("" if chance is None else f"were it right, the AIS levels would lie this far "
                 f"above it with probability at most {chance:.2g} (Markov's inequality per "
@@ -634,7 +641,8 @@ def cross_check_reasons(levels: list[dict], check: dict) -> list[str]:
                        "that RAISE's annealing model misses, so the conservative side is too "
                        "low")
     bdmc = check.get("bdmc")
-    if bdmc is not None and bdmc["nll"] < last["optimistic"] - crossing_noise(bdmc["stderr"]):
+    if bdmc is not None and bdmc["nll"] < last["optimistic"] - crossing_noise(
+            bdmc["stderr"], certain_floor):
         reasons.append(f"BDMC from the tempering samples ({bdmc['nll']:.2f} +/- "
                        f"{bdmc['stderr']:.2f}), an upper bound when they are draws from the "
                        f"model, lies below the optimistic side ({last['optimistic']:.2f}) "

@@ -134,8 +134,8 @@ def sampled_log_partition_floor(model, data, *, n_chains: int = 500, n_steps: in
     above the visible sum. Where the mass sits in deep, narrow basins that chains from the data
     rarely enter, descents find them: on the RBM-100 at 5,000 epochs
     (`results/models/rbm100-adagrad-selected`) 2,000 chains gave 2534.99, with 1,000 descents
-    2546.05 and with 10,000 2546.10, where 128,000 chains gave 2546.06; on the 500- and 2,000-unit RBMs descents stay
-    below the chains' sum.
+    2546.05 and with 10,000 2546.10, where 128,000 chains gave 2546.06; on the 500- and
+    2,000-unit RBMs descents stay below the chains' sum.
     """
     if isinstance(descents, bool) or int(descents) != descents or descents < 0:
         raise ValueError(f"descents must be a number >= 0, got {descents!r}")

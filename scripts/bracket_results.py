@@ -161,7 +161,8 @@ def _cross_check(check: dict | None, conditional: dict | None = None) -> str:
                f", so [{conditional['optimistic']:.2f}, {conditional['conservative']:.2f}] on "
                "that condition (" + ("within" if conditional["within_tolerance"] else "not within")
                + " the tolerance; a bracket on a condition, never certified)")
-            + ("; BDMC below the optimistic side: its samples miss mass, or AIS overshot"
+            + ("; BDMC below the optimistic side: its samples miss mass"
+               + ("" if conditional.get("certain_floor") else ", or AIS overshot")
                if conditional and conditional.get("contradicted") else ""))
 
 

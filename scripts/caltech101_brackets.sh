@@ -91,3 +91,13 @@ python scripts/bracket_results.py \
     results/models/irbm-l1e-3-s{1,2}-e1000 results/models/irbm-peers-s{1234,2}-e1000 \
     results/models/{orbm500-l1e-3-e5000,irbm-authors-selected,rbm2000-adagrad-e2000} \
     --out results/caltech101_brackets
+# Session 30 (no GPU): the RBM-100's mass sits in a few deep basins that descents of the hidden
+# free energy find and chains from the data miss: the floor with 10,000 descents, then tempering
+# and BDMC from a base in those basins (about 20 minutes on one thread).
+irbm evaluate results/models/rbm100-adagrad-e1000 --floor-chains 2000 --floor-descents 10000 --threads 1
+irbm evaluate results/models/rbm100-adagrad-e1000 --tempering 3000 --ais-path linear --base descents --threads 1
+python scripts/bracket_results.py \
+    results/models/{rbm100-adagrad,rbm500-adagrad,orbm500-l1e-3,irbm-l1e-3}-e1000 \
+    results/models/irbm-l1e-3-s{1,2}-e1000 results/models/irbm-peers-s{1234,2}-e1000 \
+    results/models/{orbm500-l1e-3-e5000,irbm-authors-selected,rbm2000-adagrad-e2000} \
+    --out results/caltech101_brackets

@@ -456,3 +456,19 @@ def test_a_floor_above_the_pooled_ais_becomes_the_optimistic_side_and_is_named()
     assert "overshot" not in " ".join(floored["reasons"])
     assert any(reason.startswith("the tempering estimate") and "certain floor" in reason
                for reason in floored["reasons"])
+    # A floor leaves no slack for an AIS overshoot: tempering and BDMC 0.3 below it, beyond
+    # three of their standard errors, miss mass; the same gap below a pooled AIS is noise.
+    check = {"nll": 102.7, "stderr": 0.03, "passages": 10, "log_z": 52.7,
+             "bdmc": {"nll": 102.7, "stderr": 0.02, "n_samples": 256}}
+    floored = rejudge({**stored(53.0), "cross_check": check})
+    assert floored["conditional"]["contradicted"] and floored["conditional"]["certain_floor"]
+    assert not floored["conditional"]["within_tolerance"]
+    assert any(reason.startswith("the tempering estimate") and "certain floor" in reason
+               for reason in floored["reasons"])
+    assert any(reason.startswith("BDMC from the tempering samples")
+               for reason in floored["reasons"])
+    shifted = {**check, "nll": 99.7, "log_z": 49.7, "bdmc": {**check["bdmc"], "nll": 99.7}}
+    pooled = rejudge({**stored(49.0), "cross_check": shifted})
+    assert pooled["conditional"]["within_tolerance"]
+    assert not pooled["conditional"]["contradicted"]
+    assert not any("tempering" in reason or "BDMC" in reason for reason in pooled["reasons"])
