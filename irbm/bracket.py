@@ -563,9 +563,8 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
         reasons.append(f"the pooled AIS estimate lies {below:.2f} nats below the certain floor "
                        "(ln Z summed over the distinct visible and hidden vectors Gibbs chains "
                        "from the data, or descents of G, reached), so the optimistic side is "
-                       "that floor: the "
-                       "annealing misses mass those vectors hold, and RAISE, on the same "
-                       "paths, may miss it too")
+                       "that floor: the annealing misses mass those vectors hold, and RAISE, on "
+                       "the same paths, may miss it too")
     for route, move in rising_routes(levels):
         reasons.append(f"AIS along {route} rose by {move:.2f} nats when the temperatures "
                        f"doubled to {last['n_betas']}, and another such rise would lift the "

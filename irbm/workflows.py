@@ -267,8 +267,7 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
                  tolerance=None,
                  max_seconds=None, tempering_sweeps=None, schedule=None, resume=False,
                  floor_chains=None, floor_descents=0, data_dir=None, device=None,
-                 progress=True,
-                 echo=None) -> dict | None:
+                 progress=True, echo=None) -> dict | None:
     """AIS estimate of log Z for the run's model and its NLL on every split, with the AIS
     diagnostics, appended to the run's ``evaluation.json``; returns the new record.
 
@@ -488,8 +487,7 @@ def _floor_warning(gap: float) -> str:
     return (f"ln Z-hat is at least {gap:.1f} nats too low (below ln sum_v exp(-F(v)) or ln "
             "sum_h exp(-G(h)) over the distinct visible or hidden vectors of Gibbs chains from "
             "the training set, or of descents of G, a certain lower bound): the NLLs below are "
-            "too optimistic by at "
-            "least as much")
+            "too optimistic by at least as much")
 
 
 def _split_nlls(model, dataset, log_z: float, say) -> dict:

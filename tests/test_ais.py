@@ -387,3 +387,17 @@ def test_a_bracket_refuses_the_descents_base_and_names_what_takes_it():
     with pytest.raises(ValueError, match="descents base serves AIS runs and --tempering"):
         bracket_nll(model, torch.zeros(4, 20, dtype=torch.float64), base_data=None,
                     bases=("descents",), max_seconds=1)
+
+
+def test_tempering_from_the_descents_base_lands_on_the_exact_log_partition():
+    """The cross-check route of `irbm evaluate --tempering --base descents`: parallel
+    tempering whose hot end is the descents base reaches the deep mode's mass, where its
+    estimate from the data base (zero rows) misses it."""
+    from irbm.tempering import estimate_log_partition_tempering
+    model = deep_mode_model("rbm")
+    exact = model.log_partition_exact()
+    rows = torch.zeros(50, 20, dtype=torch.float64)
+    settings = dict(n_temperatures=16, n_sweeps=300, n_ladders=8, seed=0, progress=False)
+    descents = estimate_log_partition_tempering(model, base="descents", **settings)
+    from_data = estimate_log_partition_tempering(model, base="data", data=rows, **settings)
+    assert abs(descents.log_z - exact) < 0.1 and from_data.log_z < exact - 3.0
