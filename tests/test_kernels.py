@@ -347,6 +347,11 @@ def test_a_zero_uniform_never_turns_on_a_unit_of_zero_probability(monkeypatch):
         sample = (bernoulli_from_logits(logits, stream) if mode == "on"
                   else irbm.models.bernoulli(torch.sigmoid(logits), stream))
         assert float(sample.sum()) == 0.0, mode
+    if compiled_available():  # the annealed step draws its units the same way
+        stream = PhiloxGenerator(0)
+        stream.position = 14_883_995
+        hidden, _ = kernels.annealed_bernoulli(logits, 0.5, 1.0, stream)
+        assert float(hidden.sum()) == 0.0
 
 
 @needs_kernels
@@ -920,3 +925,31 @@ def test_warm_up_compiles_its_share_of_the_kernels_and_then_the_rest():
     assert both == dict.fromkeys(first, 2)
     with pytest.raises(ValueError, match="share must lie in 0..shares - 1"):
         kernels.warm_up(2, 2)
+
+
+@needs_kernels
+def test_the_float32_exp_is_within_its_stated_error_and_saturates_at_both_ends():
+    """`_exp32` (the kernels' vectorized exp) against float64 exp on every 64th float32 in
+    [-87, 88.37] (2^k is built by hand there, where a slip shows as a factor of 2), and its
+    clamps beyond: e^-87 below, inf above."""
+    import numba
+
+    from irbm.kernels._compiled import _exp32
+
+    @numba.njit
+    def exp32_of(x, out):
+        for i in range(x.shape[0]):
+            out[i] = _exp32(x[i])
+
+    positive = np.arange(0, np.float32(88.37).view(np.int32), 64, dtype=np.int32)
+    x = np.concatenate([positive.view(np.float32), -positive.view(np.float32)])
+    x = x[x >= -87.0]
+    out = np.empty_like(x)
+    exp32_of(x, out)
+    relative = np.abs(out.astype(np.float64) / np.exp(x.astype(np.float64)) - 1.0)
+    assert relative.max() < 3e-7
+    ends = np.array([-200.0, -87.5, 88.5, np.inf], np.float32)
+    saturated = np.empty_like(ends)
+    exp32_of(ends, saturated)
+    assert saturated[0] == saturated[1] == pytest.approx(np.exp(-87.0), rel=3e-7)
+    assert np.isinf(saturated[2:]).all()

@@ -96,12 +96,14 @@ def _exp32(x):
     88.37 (where the exponent bits would overflow into the sign)."""
     big = x > F32(88.37)
     x = min(max(x, F32(-87.0)), F32(88.37))
-    k = np.int32(x * F32(1.4426950408889634) + F32(128.5)) - np.int32(128)
-    kf = F32(k)
+    # k and 2^k stay in float32 and int32: numba widens int32 arithmetic to int64, and AVX2
+    # has no vector int64 -> float conversion, which made this loop scalar (3 ns an element
+    # against 0.3). Exact: k + 128 is in [3, 256], and (k + 127) 2^23 < 2^31 is a float32.
+    kf = F32(np.int32(x * F32(1.4426950408889634) + F32(128.5))) - F32(128.0)
     r = x - kf * F32(0.693145751953125) - kf * F32(1.428606765330187e-06)
     p = F32(1.0) + r * (F32(1.0) + r * (F32(0.5) + r * (F32(0.16666667) + r * (
         F32(0.041666668) + r * (F32(0.008333334) + r * F32(0.0013888889))))))
-    value = p * np.int32((k + np.int32(127)) << np.int32(23)).view(np.float32)
+    value = p * np.int32((kf + F32(127.0)) * F32(8388608.0)).view(np.float32)
     return F32(np.inf) if big else value
 
 
@@ -314,9 +316,10 @@ def _bernoulli_logits(logits, out, first_block, k0, k1):
     u = np.empty(4 * per_row, logits.dtype)  # scratch, once per call (see `_ordered_units`)
     for row in range(n_rows):
         _row_uniforms(u, first_block + row * per_row, k0, k1)
-        zero, one = _cast(0.0, logits[row, 0]), _cast(1.0, logits[row, 0])
-        for j in range(n_columns):  # u < sigmoid(x), without the division
-            out[row, j] = one if u[j] * (one + _exp(-logits[row, j])) < one else zero
+        x, drawn = logits[row], out[row]
+        zero, one = _cast(0.0, x[0]), _cast(1.0, x[0])
+        for j in range(n_columns):  # a zero uniform draws no unit of probability 0
+            drawn[j] = one if _below_sigmoid(u[j], x[j], _decay(x[j])) else zero
 
 
 def _annealed_units(preactivation, t_from, t_to, hidden, gains, first_block, k0, k1):
@@ -331,10 +334,12 @@ def _annealed_units(preactivation, t_from, t_to, hidden, gains, first_block, k0,
         zero, one = _cast(0.0, a[0]), _cast(1.0, a[0])
         before, after = _cast(t_from, a[0]), _cast(t_to, a[0])
         _row_uniforms(u, first_block + row * per_row, k0, k1)
+        drawn = hidden[row]
         for i in range(n_units):  # vectorized: a sum in this loop would keep it scalar
             x = after * a[i]
-            gain[i] = _softplus(x) - _softplus(before * a[i])
-            hidden[row, i] = one if u[i] * (one + _exp(-x)) < one else zero
+            y = _decay(x)  # one exp for softplus(x) and the sigmoid
+            gain[i] = _softplus_of(x, y) - _softplus(before * a[i])
+            drawn[i] = one if _below_sigmoid(u[i], x, y) else zero
         gains[row] = _sum(gain)
 
 
