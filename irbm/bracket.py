@@ -21,8 +21,10 @@ while the model's mass sits near z = 400; RAISE along it gave 130.5 nats against
 An AIS estimate overshoots ln Z by k nats with probability below e^-k, so a RAISE NLL below the
 optimistic side by more than 3 standard errors + 1 nat is refuted and left out of the
 conservative side: most likely its annealing model misses mass the forward chains found, though
-the best of many AIS estimates may also have overshot, and the verdict says both. Only the last
-level's RAISE counts, its annealing model being the closest to the model (`judge_conservative`).
+the best of many AIS estimates may also have overshot, and the verdict says both. Below a
+certain floor of ln Z (`irbm.floor`, which cannot overshoot) 3 standard errors suffice. Only
+the last level's RAISE counts, its annealing model being the closest to the model
+(`judge_conservative`).
 An independent point estimate by parallel tempering (`irbm.tempering`) can be checked against
 the bracket (`cross_check_reasons`); a RAISE route below it by the same margin is refuted too
 (`refuted_by_check`): on that iRBM tempering along the pinned path gave 134.2 +/- 0.1.
@@ -358,9 +360,10 @@ def crossing_noise(stderr: float, certain_floor: bool = False) -> float:
     return CROSSING_SIGMAS * stderr + (0.0 if certain_floor else OVERSHOOT)
 
 
-def refuted(estimate: dict, optimistic: float) -> bool:
-    """Whether a RAISE record {"whole", "stderr"} lies below ``optimistic`` beyond the noise."""
-    return estimate["whole"] < optimistic - crossing_noise(estimate["stderr"])
+def refuted(estimate: dict, optimistic: float, certain_floor: bool = False) -> bool:
+    """Whether a RAISE record {"whole", "stderr"} lies below ``optimistic`` beyond the noise
+    (`crossing_noise`: without AIS's slack when that side is a ``certain_floor``)."""
+    return estimate["whole"] < optimistic - crossing_noise(estimate["stderr"], certain_floor)
 
 
 def refuted_by_check(estimate: dict, check: dict | None) -> bool:
@@ -388,9 +391,9 @@ def judge_conservative(levels: list[dict], cross_check: dict | None = None) -> N
     ``refuted`` and ``refuted_by_check`` map the routes each leaves out to their NLL. With
     nothing left the side is +inf: no conservative bound."""
     last = levels[-1]
-    records = last["raise"]
+    records, certain_floor = last["raise"], floor_gap(levels) > 0
     left_out = {route: record["whole"] for route, record in records.items()
-                if refuted(record, last["optimistic"])}
+                if refuted(record, last["optimistic"], certain_floor)}
     by_check = {route: record["whole"] for route, record in records.items()
                 if route not in left_out and refuted_by_check(record, cross_check)}
     kept = [route for route in records if route not in left_out and route not in by_check]
@@ -486,7 +489,7 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
         listed = "; ".join(f"{route}: {nll:.2f}" for route, nll in last["refuted"].items())
         reasons.append(
             f"RAISE ({listed}) falls below the optimistic side ({last['optimistic']:.2f}), "
-            "a certain floor of the NLL, by more than 3 standard errors + 1 nat, so it is left "
+            "a certain floor of the NLL, by more than 3 standard errors, so it is left "
             "out: its annealing model (where its forward chains end) misses mass, so RAISE, "
             "which bounds that model's NLL, errs low")
     elif last.get("refuted"):

@@ -467,6 +467,18 @@ def test_a_floor_above_the_pooled_ais_becomes_the_optimistic_side_and_is_named()
                for reason in floored["reasons"])
     assert any(reason.startswith("BDMC from the tempering samples")
                for reason in floored["reasons"])
+    # RAISE too: 0.5 below a floor, beyond three standard errors, errs low for certain; the
+    # same gap below a pooled AIS is within AIS's slack, and the route is kept.
+    def with_raise(floor):
+        summary = stored(floor)
+        below = max(floor, 50.0) + 50.0 - 0.5  # the optimistic side (ln Z + 50) less 0.5
+        summary["levels"][-1]["raise"] = {"linear": {"whole": below, "rows": 30.0,
+                                                     "stderr": 0.1}}
+        return rejudge(summary)
+    assert with_raise(53.0)["levels"][-1]["refuted"] == {"linear": 102.5}
+    assert with_raise(53.0)["conservative"] == math.inf
+    assert with_raise(49.0)["levels"][-1]["refuted"] == {}
+    assert with_raise(49.0)["conservative"] == 99.5
     shifted = {**check, "nll": 99.7, "log_z": 49.7, "bdmc": {**check["bdmc"], "nll": 99.7}}
     pooled = rejudge({**stored(49.0), "cross_check": shifted})
     assert pooled["conditional"]["within_tolerance"]
