@@ -41,6 +41,22 @@ from .kernels import runs_on
 from .models import TrajectoryPath
 
 
+class OutOfTime(Exception):
+    """A checkpointed run stopped between chain batches because its ``deadline`` passed: the
+    finished batches are in its checkpoint file, and a rerun with the same configuration
+    resumes from them."""
+
+
+def stop_if_late(deadline: float | None, checkpoint_path, batches_left: int):
+    """Raise `OutOfTime` when ``deadline`` (a `time.perf_counter` value) has passed, batches
+    remain, and the finished ones are saved (``checkpoint_path``): without a file the work
+    done would be lost, so such a run goes on."""
+    if deadline is not None and checkpoint_path is not None and batches_left > 0 and \
+            time.perf_counter() > deadline:
+        raise OutOfTime(f"stopped at the deadline with {batches_left} chain batch(es) left; "
+                        f"the finished ones are saved in {checkpoint_path}")
+
+
 @dataclass
 class AISResult:
     """ln Z-hat = ln mean_s w_s with its interval ln(Z-hat -/+ 3 sigma), sigma = std(w) / sqrt(S).
@@ -94,8 +110,9 @@ class AISResult:
         """False when the estimate rests on a few chains (see `reliability_warnings`)."""
         return not self.reliability_warnings()
 
-    def reliability_warnings(self) -> list[str]:
-        """Plain-words problems of this estimate, each with what to do; empty when none.
+    def reliability_warnings(self, bracketed: bool = False) -> list[str]:
+        """Plain-words problems of this estimate, each with what to do; empty when none (the
+        advice of the best run of a bracket, ``bracketed``, is the bracket's to follow).
 
         Threshold: an effective sample size below max(10% of the chains, 30), or below all
         the chains when there are fewer than 30.
@@ -111,19 +128,27 @@ class AISResult:
             problems.append(
                 f"AIS effective sample size is {ess:.1f} of {self.n_chains} chains (the top "
                 f"chain holds {100 * self.top_chain_share:.0f}% of the weight): ln Z is likely "
-                "underestimated, so the NLL looks too good. Use more temperatures, more chains, "
-                + {"data": 'or the other base (base="model"; irbm evaluate --base model).',
-                   "model": 'or the other base (base="data"; irbm evaluate --base data).'}.get(
-                       self.base, 'or the data base (base="data"; irbm evaluate --base data).')
-                + ("" if self.path.startswith("linear") else
-                   " Each path gives a stochastic lower bound of ln Z: run the linear one too "
-                   '(path="linear"; irbm evaluate --ais-path linear; irbm report pools a '
-                   "model's evaluations), or bracket the NLL (irbm.evaluate.bracket_nll; irbm "
-                   "evaluate --bracket)."))
+                f"underestimated, so the NLL looks too good. {self._advice(bracketed)}")
         if not math.isfinite(self.log_z_low):
             problems.append("the lower 3-sigma bound of Z is not positive (ln = -inf): the "
                             "weights are too spread for the interval to mean much")
         return problems
+
+    def _advice(self, bracketed: bool) -> str:
+        """What raises the effective sample size of this run (of a bracket's, ``bracketed``)."""
+        if bracketed:
+            return ("The bracket pools every path and base it ran: more temperatures (irbm "
+                    "evaluate RUN --bracket --continue) or chains (--chains) raise it.")
+        other_base = {"data": 'the other base (base="model"; irbm evaluate --base model)',
+                      "model": 'the other base (base="data"; irbm evaluate --base data)'}.get(
+            self.base, 'the data base (base="data"; irbm evaluate --base data)')
+        advice = f"Use more temperatures, more chains, or {other_base}."
+        if not self.path.startswith("linear"):
+            advice += (" Each path gives a stochastic lower bound of ln Z: run the linear one "
+                       'too (path="linear"; irbm evaluate --ais-path linear; irbm report pools '
+                       "a model's evaluations), or bracket the NLL (irbm.evaluate.bracket_nll; "
+                       "irbm evaluate --bracket).")
+        return advice
 
     def summary(self) -> dict:
         """JSON-ready record of the estimate and its diagnostics (no per-chain arrays)."""
@@ -399,7 +424,7 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
                            path=None, trajectory=None, data=None, seed=None, generator=None,
                            device=None, dtype=None,
                            chain_batch_size: int = 1000, checkpoint_path=None,
-                           progress: bool = True) -> AISResult:
+                           deadline: float | None = None, progress: bool = True) -> AISResult:
     """ln Z-hat = ln (1/S) sum_s w_s, ln w_s = ln Z_0 + sum_k [F_{t_{k-1}}(v_s) - F_{t_k}(v_s)].
 
     Parameters
@@ -429,6 +454,9 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
     checkpoint_path : str, optional
         .npz file where finished chain batches are saved; a rerun with the same configuration
         (requires ``seed``) resumes from it, a different configuration raises ValueError.
+    deadline : float, optional
+        A `time.perf_counter` value: with ``checkpoint_path``, past it the run stops between
+        batches by raising `OutOfTime` (`stop_if_late`).
     progress : bool
         Show a tqdm progress bar.
 
@@ -483,6 +511,7 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
                     save_batches(checkpoint_path, config, {
                         "log_weights": all_log_weights,
                         "samples": [piece.to(torch.uint8) for piece in all_samples]}, seconds)
+                stop_if_late(deadline, checkpoint_path, len(sizes) - batch - 1)
     log_weights = torch.cat(all_log_weights)
     log_z, low, high = log_mean_interval(log_weights)
     return AISResult(log_z, low, high, log_weights,

@@ -86,6 +86,13 @@ DEGENERATE_SHARE = 0.1
 REFUTED_BELOW = 0.01
 
 
+class BracketUnfinished(RuntimeError):
+    """`irbm.evaluate.bracket_nll` reached its time budget inside the first level of the call,
+    before any level of the call had finished: there is no bracket to report yet. The level's
+    finished chain batches are in the work directory, and the same call again goes on from
+    them."""
+
+
 @dataclass
 class Bracket:
     """optimistic <= mean_n -ln p(v_n) <= conservative, in nats, each side a stochastic bound.

@@ -1,7 +1,8 @@
 """The `irbm` command line: train, evaluate, sample, plot, report, sweep, demo.
 
 Every subcommand has ``--help``. Errors print one line (``irbm: error: ...``) and exit with
-status 2, without a traceback (set IRBM_DEBUG=1 to see one). The options of `irbm train` are
+status 2, without a traceback (set IRBM_DEBUG=1 to see one); a bracket stopped by its time
+budget before its first level finished exits with status 3. The options of `irbm train` are
 generated from `irbm.settings.Settings`; what each subcommand does is in `irbm.commands`.
 """
 
@@ -14,7 +15,7 @@ import re
 import sys
 
 from . import commands
-from .bracket import RAISE_REPEATS, SCHEDULES
+from .bracket import RAISE_REPEATS, SCHEDULES, BracketUnfinished
 from .models import FAMILIES
 from .settings import GROUPS, SPECS, SettingSpec
 
@@ -192,7 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--tolerance", type=_positive_float, default=None,
                           help="width of a certified bracket, nats (default 1.0)")
     evaluate.add_argument("--max-seconds", type=_positive_float, default=None,
-                          help="time budget of --bracket (default: none)")
+                          help="time budget of --bracket (default: none): a level starts "
+                          "only when the last one's time says it fits; the command's first "
+                          "level stops at it between saved chain batches, for the same command "
+                          "to go on (exit status 3)")
     evaluate.add_argument("--continue", dest="resume", action="store_true",
                           help="with --bracket: continue the latest bracket of the run's "
                           "current model from twice its last level's temperatures, with its "
@@ -308,6 +312,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("irbm: interrupted; the last checkpoint is intact", file=sys.stderr)
         return 130
+    except BracketUnfinished as stopped:  # not an error, but not the result asked for either
+        print(f"irbm: {stopped}", file=sys.stderr)
+        return 3
     except (ValueError, OSError, KeyError, ImportError) as error:
         if os.environ.get("IRBM_DEBUG"):
             raise

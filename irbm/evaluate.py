@@ -21,6 +21,7 @@ from ._ais_chains import check_path, run_reverse_chains
 from ._bracket_work import LevelWork, bracket_identity
 from .ais import (
     AISResult,
+    OutOfTime,
     batch_seed,
     betas_of_equal_length,
     estimate_log_partition,
@@ -30,6 +31,7 @@ from .ais import (
     resolve_base,
     run_config,
     save_batches,
+    stop_if_late,
     tensor_digest,
     thermodynamic_length,
     tuned_betas,
@@ -38,6 +40,7 @@ from .bracket import (
     PILOT_BETAS,
     SCHEDULES,
     Bracket,
+    BracketUnfinished,
     control_variate,
     judge_conservative,
     pooled_log_z,
@@ -212,7 +215,8 @@ def repeat_gap(per_chain: torch.Tensor) -> float | None:
 
 def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, path=None,
               trajectory=None, base_data=None, n_repeats: int = 1, chain_batch_size: int = 1000,
-              checkpoint_path=None, progress: bool = True) -> RAISEEstimate:
+              checkpoint_path=None, deadline: float | None = None,
+              progress: bool = True) -> RAISEEstimate:
     """mean_n -ln p-hat(v_n) by reverse annealing (RAISE): the pessimistic partner of `ais_nll`.
 
     For each data row, ``n_repeats`` reverse chains start at the row, take a Gibbs transition at
@@ -241,6 +245,9 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
         .npz file where finished chain batches are saved; a rerun with the same configuration
         (model, rows, schedule, base, repeats, batch size; requires ``seed``) resumes from it and
         gives what an uninterrupted run gives, a different configuration raises ValueError.
+    deadline : float, optional
+        As in `irbm.ais.estimate_log_partition`: past it, a checkpointed run stops between
+        batches (`irbm.ais.OutOfTime`).
     """
     if checkpoint_path is not None and seed is None:
         raise ValueError("resuming from checkpoint_path needs an explicit integer seed")
@@ -278,6 +285,7 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
                 if checkpoint_path is not None:
                     save_batches(checkpoint_path, config, {"log_ratios": pieces},
                                  time.perf_counter() - started)
+                stop_if_late(deadline, checkpoint_path, len(starts) - batch - 1)
         log_ratios = torch.cat(pieces).view(data.shape[0], n_repeats)
         per_chain = (log_ratios - free_energies(model, rows).view(-1, n_repeats)
                      - annealing.log_base_partition)
@@ -447,7 +455,10 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     tolerance : float
         Largest certified width, nats.
     max_seconds : float, optional
-        Time budget; the last level that fits is reported.
+        Time budget: a level is started only when the last one's time says it fits, and the
+        last level finished is reported. With ``work_dir``, the call's first level also stops
+        at it between saved chain batches, raising `irbm.bracket.BracketUnfinished` (the same
+        call again goes on from them).
     seed : int, optional
         Seeds the row subset and every estimator (default 0).
     n_chains, n_betas : int
@@ -599,15 +610,29 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                 schedules(route, n_temperatures)
                 schedules(route, n_temperatures, True)
         restored = 0.0  # seconds of saved chain batches read back, not run (pilots': schedules)
+        # The budget is also a deadline inside the call's first level, whose saved batches the
+        # same call resumes; a later level is started only when the last one's time says it
+        # fits (below), and runs to its end: cut, it would leave work a --continue cannot use.
+        deadline = None if max_seconds is None or work is None else \
+            started + float(max_seconds)
         while True:
             level_started, restored_before = time.perf_counter(), restored + schedules.restored
             # Levels draw independent chains, so their bounds are independent estimates.
             level_seed = seed if not levels else batch_seed(seed, 1000 + len(levels))
-            level, results, seconds_read = _run_level(
-                model, routes, schedules, n_temperatures, level_seed, n_chains=int(n_chains),
-                subset=subset, base_data=base_data, trajectory=trajectory,
-                raise_repeats=raise_repeats, batches=batches, free_all=free_all,
-                free_rows=free_rows, work=work, progress=progress)
+            try:
+                level, results, seconds_read = _run_level(
+                    model, routes, schedules, n_temperatures, level_seed,
+                    n_chains=int(n_chains), subset=subset, base_data=base_data,
+                    trajectory=trajectory, raise_repeats=raise_repeats, batches=batches,
+                    free_all=free_all, free_rows=free_rows, work=work, progress=progress,
+                    deadline=deadline if len(levels) == resumed_levels else None)
+            except OutOfTime:
+                raise BracketUnfinished(
+                    f"stopped at the time budget ({float(max_seconds):g} s) inside the level of "
+                    f"{n_temperatures} temperatures, before any level of this call finished: "
+                    f"its finished chain batches are saved in {work.directory}, and the same "
+                    "call again goes on from them (a larger budget lets the level finish)"
+                ) from None
             restored += seconds_read
             best_path = max(routes, key=lambda route: level["ais"][route]["log_z"])
             level.update(best_path=best_path,
@@ -723,9 +748,10 @@ class _Schedules:
 
 def _run_level(model, routes, schedules, n_temperatures, level_seed, *, n_chains, subset,
                base_data, trajectory, raise_repeats, batches, free_all, free_rows, work,
-               progress) -> tuple[dict, dict, float]:
+               progress, deadline=None) -> tuple[dict, dict, float]:
     """One level of a bracket: AIS (``n_chains``) and RAISE (``subset`` (R, n_visible),
-    ``raise_repeats`` chains per row) on every route at ``n_temperatures``.
+    ``raise_repeats`` chains per row) on every route at ``n_temperatures``; past ``deadline``
+    its runs stop between saved batches (`irbm.ais.OutOfTime`).
 
     Returns the level's record ({"n_betas", "ais": {route: ...}, "raise": {route: ...}}), the
     AIS results by route, and the seconds of chain batches read back from ``work`` (not run).
@@ -740,7 +766,7 @@ def _run_level(model, routes, schedules, n_temperatures, level_seed, *, n_chains
         ais = estimate_log_partition(
             model, n_chains, betas=betas, base=base, path=kind, trajectory=along,
             data=base_data, seed=level_seed, progress=progress,
-            chain_batch_size=batches["ais"],
+            chain_batch_size=batches["ais"], deadline=deadline,
             checkpoint_path=work and work.checkpoint(n_temperatures, route, "ais"))
         restored += max(0.0, ais.seconds - (time.perf_counter() - run_started))
         results[route] = ais
@@ -756,7 +782,7 @@ def _run_level(model, routes, schedules, n_temperatures, level_seed, *, n_chains
                             n_repeats=raise_repeats, chain_batch_size=batches["raise"],
                             checkpoint_path=work and work.checkpoint(
                                 n_temperatures, route, "raise"),
-                            progress=progress)
+                            deadline=deadline, progress=progress)
         restored += max(0.0, reverse.seconds - (time.perf_counter() - run_started))
         whole, stderr = control_variate(free_all, free_rows, reverse.log_likelihoods)
         level["raise"][route] = {"rows": reverse.mean, "whole": whole, "stderr": stderr,

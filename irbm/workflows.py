@@ -379,7 +379,8 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
         "n_chains": result.n_chains, "n_betas": result.n_betas, "base": result.base,
         "path": result.path, "seed": seed, "ais_seconds": result.seconds, "nll": {},
         "effective_sample_size": result.effective_sample_size,
-        "top_chain_share": result.top_chain_share, "warnings": result.reliability_warnings(),
+        "top_chain_share": result.top_chain_share,
+        "warnings": result.reliability_warnings(bracketed=bracket),
         "device": device_label(model.device),
     }
     if continued is not None:

@@ -17,6 +17,7 @@ from test_raise_schedule import _without_seconds
 
 import irbm.ais as ais
 import irbm.evaluate as evaluate
+from irbm.bracket import BracketUnfinished
 from irbm.evaluate import bracket_nll, raise_nll
 from irbm.models import block_diagonal
 
@@ -115,6 +116,33 @@ def test_an_interrupted_level_resumes_to_the_uninterrupted_bracket(
     assert resumed.reasons == whole.reasons
     assert resumed.levels[1]["seconds"] > level_2 > 0 and resumed.seconds > everything
     assert not work.exists()
+
+
+def test_the_budget_stops_the_first_level_between_saved_batches(tmp_path, monkeypatch,
+                                                                uninterrupted):
+    """Past ``max_seconds`` the call's first level stops after the chain batch that ends past
+    it, saved, and says so (`BracketUnfinished`, naming the directory); each call again runs
+    at least one more batch, and one with time to spare returns what an uninterrupted call
+    returns. Without a work directory the work would be lost, so the level goes on."""
+    monkeypatch.setattr(evaluate, "CPU_CHAIN_BATCH", 5)
+    model, rows, train = _model(), _data(4, 200, 0.5), _data(6, 300, 0.4)
+    work = tmp_path / "work"
+    saved_batches = []
+    for _ in range(2):
+        with pytest.raises(BracketUnfinished, match=rf"stopped at the time budget \(1e-06 s\) "
+                                                    rf"inside the level of 25 temperatures.*"
+                                                    rf"saved in {work}"):
+            bracket_nll(model, rows, base_data=train, work_dir=work,
+                        **{**SETTINGS, "max_seconds": 1e-6})
+        with np.load(work / "25-pinned-ais.npz") as saved:
+            saved_batches.append(len(saved["batch_sizes"]))
+    assert saved_batches == [1, 2]
+    resumed = bracket_nll(model, rows, base_data=train, work_dir=work, **SETTINGS)
+    assert _without_seconds(resumed.levels) == _without_seconds(uninterrupted.levels)
+    assert resumed.reasons == uninterrupted.reasons and not work.exists()
+    alone = bracket_nll(model, rows, base_data=train, **{**SETTINGS, "max_seconds": 1e-6})
+    assert [level["n_betas"] for level in alone.levels] == [25]
+    assert "stopped at the time budget after 25 temperatures" in " ".join(alone.reasons)
 
 
 def test_another_brackets_work_is_refused_before_any_work(tmp_path, monkeypatch):

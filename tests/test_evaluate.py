@@ -100,6 +100,12 @@ def test_effective_sample_size_and_top_share_on_constructed_weights():
     dominant.base = "data"
     assert 'other base (base="model"; irbm evaluate --base model)' in \
         dominant.reliability_warnings()[0]
+    # The best run of a bracket: the bracket already ran every path and base, so the advice
+    # is to continue it, not to run what it ran or to bracket the NLL.
+    in_bracket = dominant.reliability_warnings(bracketed=True)[0]
+    assert "effective sample size is 1.0 of 200" in in_bracket
+    assert "irbm evaluate RUN --bracket --continue" in in_bracket
+    assert "--base" not in in_bracket and "--ais-path" not in in_bracket
     # Two equal heavy chains: ESS 2 exactly.
     two = _result_with(torch.cat([torch.tensor([40.0, 40.0]), torch.zeros(98)]))
     assert two.effective_sample_size == pytest.approx(2.0, abs=1e-9)
