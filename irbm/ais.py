@@ -137,8 +137,9 @@ class AISResult:
     def _advice(self, bracketed: bool) -> str:
         """What raises the effective sample size of this run (of a bracket's, ``bracketed``)."""
         if bracketed:
-            return ("The bracket pools every path and base it ran: more temperatures (irbm "
-                    "evaluate RUN --bracket --continue) or chains (--chains) raise it.")
+            return ("More temperatures (irbm evaluate RUN --bracket --continue) or chains (a "
+                    "new bracket with --chains) raise it; the bracket's reasons say which side "
+                    "is suspect.")
         other_base = {"data": 'the other base (base="model"; irbm evaluate --base model)',
                       "model": 'the other base (base="data"; irbm evaluate --base data)'}.get(
             self.base, 'the data base (base="data"; irbm evaluate --base data)')

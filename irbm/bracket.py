@@ -385,7 +385,8 @@ def refuted_by_check(estimate: dict, check: dict | None) -> bool:
     return estimate["whole"] < check["nll"] - noise
 
 
-def judge_conservative(levels: list[dict], cross_check: dict | None = None) -> None:
+def judge_conservative(levels: list[dict], cross_check: dict | None = None,
+                       floor: float = -math.inf) -> None:
     """Set the last level's conservative side from its RAISE records.
 
     Each level holds ``raise`` (per route: ``whole``, ``rows``, ``stderr``) and ``optimistic``
@@ -396,11 +397,19 @@ def judge_conservative(levels: list[dict], cross_check: dict | None = None) -> N
     ``raise_path``, also as ``own_conservative``, ``own_conservative_stderr``) is the lowest of
     them that neither ``optimistic`` nor the tempering estimate ``cross_check`` refutes.
     ``refuted`` and ``refuted_by_check`` map the routes each leaves out to their NLL. With
-    nothing left the side is +inf: no conservative bound."""
+    nothing left the side is +inf: no conservative bound.
+
+    A certain ``floor`` of ln Z below the pooled AIS gives a lower bound of the NLL below the
+    optimistic side: a route under it beyond three standard errors is left out as well
+    (listed in ``below_floor``), though AIS's slack would keep it."""
     last = levels[-1]
     records, certain_floor = last["raise"], floor_gap(levels) > 0
+    floor_side = last["optimistic"] - last["log_z"] + floor \
+        if "log_z" in last and math.isfinite(floor) else -math.inf
+    below_floor = {route: record["whole"] for route, record in records.items()
+                   if record["whole"] < floor_side - crossing_noise(record["stderr"], True)}
     left_out = {route: record["whole"] for route, record in records.items()
-                if refuted(record, last["optimistic"], certain_floor)}
+                if refuted(record, last["optimistic"], certain_floor) or route in below_floor}
     by_check = {route: record["whole"] for route, record in records.items()
                 if route not in left_out and refuted_by_check(record, cross_check)}
     kept = [route for route in records if route not in left_out and route not in by_check]
@@ -410,6 +419,7 @@ def judge_conservative(levels: list[dict], cross_check: dict | None = None) -> N
     # The check's estimate stays with the level, so a verdict needs no other argument.
     checked = {key: cross_check[key] for key in ("nll", "stderr")} if by_check else None
     last.update(refuted=left_out, refuted_by_check=by_check, refuting_check=checked,
+                below_floor=sorted(below_floor), floor_side=floor_side,
                 raise_path=route,
                 own_conservative=record["whole"], own_conservative_stderr=record["stderr"],
                 conservative=record["whole"], conservative_rows=record["rows"],
@@ -435,7 +445,8 @@ def rejudge(summary: dict) -> dict:
                 level["own_optimistic"] = max(level["own_optimistic"], free_all + floor)
         last_level = index == len(levels) - 1
         judge_conservative(levels[:index + 1],
-                           summary.get("cross_check") if last_level else None)
+                           summary.get("cross_check") if last_level else None,
+                           summary.get("log_z_floor", -math.inf))
     stopped_by = summary.get("stopped_by")
     if stopped_by is None:  # brackets stored before stopped_by was: read it from the reasons
         stopped = [reason for reason in summary.get("reasons", []) if reason.startswith("stopped")]
@@ -492,11 +503,15 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
     ``ais`` (per path: ``log_z``, ``effective_sample_size``, ``n_chains``) and ``best_path``."""
     last, reasons = levels[-1], []
     width = last["conservative"] - last["optimistic"]
-    if last.get("refuted") and floor_gap(levels) > 0:
+    floor_refuted = last.get("refuted") and set(last["refuted"]) <= set(
+        last.get("below_floor", ()))
+    if last.get("refuted") and (floor_gap(levels) > 0 or floor_refuted):
         listed = "; ".join(f"{route}: {nll:.2f}" for route, nll in last["refuted"].items())
+        side = (f"the optimistic side ({last['optimistic']:.2f}), a certain floor of the NLL"
+                if floor_gap(levels) > 0 else f"{last['floor_side']:.2f}, a certain floor of the "
+                "NLL (from the sampled floor of ln Z, below the pooled AIS)")
         reasons.append(
-            f"RAISE ({listed}) falls below the optimistic side ({last['optimistic']:.2f}), "
-            "a certain floor of the NLL, by more than 3 standard errors, so it is left "
+            f"RAISE ({listed}) falls below {side}, by more than 3 standard errors, so it is left "
             "out: its annealing model (where its forward chains end) misses mass, so RAISE, "
             "which bounds that model's NLL, errs low")
     elif last.get("refuted"):

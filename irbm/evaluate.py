@@ -423,7 +423,7 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                 pilot_data=None, resume=None, raise_repeats: int = 1,
                 max_betas: int = 1_000_000, tempering=None, progress: bool = False,
                 echo=None, pilot_betas: int | None = None, work_dir=None,
-                keep_work: bool = False) -> Bracket:
+                keep_work: bool = False, stop_inside_level: bool = True) -> Bracket:
     """[optimistic, conservative] around mean_n -ln p(v_n) for ``data`` (N, n_visible).
 
     Runs AIS (``n_chains`` chains) and RAISE (``raise_repeats`` reverse chains per row of a
@@ -456,9 +456,9 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         Largest certified width, nats.
     max_seconds : float, optional
         Time budget: a level is started only when the last one's time says it fits, and the
-        last level finished is reported. With ``work_dir``, the call's first level also stops
-        at it between saved chain batches, raising `irbm.bracket.BracketUnfinished` (the same
-        call again goes on from them).
+        last level finished is reported. With ``work_dir`` and ``stop_inside_level``, the
+        call's first level also stops at it between saved chain batches, raising
+        `irbm.bracket.BracketUnfinished` (the same call again goes on from them).
     seed : int, optional
         Seeds the row subset and every estimator (default 0).
     n_chains, n_betas : int
@@ -513,6 +513,10 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     keep_work : bool
         Leave the work directory for the caller to remove (`irbm._bracket_work.remove_work`)
         once it has stored the result; by default it is removed when the bracket returns.
+    stop_inside_level : bool
+        Whether ``max_seconds`` may stop the call's first level (see ``max_seconds``); False
+        for a budget the caller did not choose for this call (`irbm evaluate --continue`
+        inherits the stored bracket's, sized for its shorter levels).
 
     Returns
     -------
@@ -613,8 +617,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         # The budget is also a deadline inside the call's first level, whose saved batches the
         # same call resumes; a later level is started only when the last one's time says it
         # fits (below), and runs to its end: cut, it would leave work a --continue cannot use.
-        deadline = None if max_seconds is None or work is None else \
-            started + float(max_seconds)
+        deadline = None if max_seconds is None or work is None or not stop_inside_level \
+            else started + float(max_seconds)
         while True:
             level_started, restored_before = time.perf_counter(), restored + schedules.restored
             # Levels draw independent chains, so their bounds are independent estimates.
@@ -652,7 +656,7 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                          optimistic_rows=float(free_rows.mean()) + log_z)
             # The conservative side: the lowest RAISE NLL of any level that this optimistic side
             # does not refute (RAISE bounds its annealing model's NLL, see irbm.bracket).
-            judge_conservative([*levels, level])
+            judge_conservative([*levels, level], floor=floor)
             level["seconds"] = (time.perf_counter() - level_started + restored
                                 + schedules.restored - restored_before)
             levels.append(level)
@@ -684,7 +688,7 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                 echo(f"  tempering ({check['route']}): NLL {check['nll']:.2f} +/- "
                      f"{check['stderr']:.2f}, {check['passages']} passages from base to model"
                      + describe_bdmc(check))
-            judge_conservative(levels, check)  # a RAISE route below it beyond the noise is out
+            judge_conservative(levels, check, floor)  # a RAISE route below it is out
             last = levels[-1]
         reasons = verdict(levels, tolerance=tolerance, out_of_time=out_of_time, cross_check=check)
         if work is not None and not keep_work:
@@ -815,7 +819,7 @@ def _resumable(stored: dict, *, n_chains, n_rows, raise_repeats, bases, paths, s
     if stored.get("cross_check") is not None:
         # Tempering re-judged the last level's conservative side alone: judged again without
         # it, the levels are those of the bracket it checked (a new check may run at the end).
-        judge_conservative(levels)
+        judge_conservative(levels, floor=stored.get("log_z_floor", -math.inf))
     if not verdict(levels, tolerance=tolerance, out_of_time=False):
         raise ValueError(f"the stored bracket is certified at {levels[-1]['n_betas']} "
                          "temperatures: an uninterrupted call stops there, so there is nothing "

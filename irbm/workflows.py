@@ -322,6 +322,9 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
         raise ValueError(f"--schedule {schedule} spaces the temperatures of --bracket; add "
                          "--bracket, or leave --schedule out")
     continued = None
+    # A budget inherited by --continue was sized for the stored, shorter levels: it must not
+    # cut the new one (every call would stop inside it), only decide whether another starts.
+    chosen_budget = max_seconds is not None
     if raise_repeats is not None and not bracket:
         raise ValueError(f"--raise-repeats {raise_repeats} sets the reverse chains per row of "
                          "--bracket; add --bracket, or leave --raise-repeats out")
@@ -363,7 +366,8 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
                                  tempering=tempering_sweeps and _tempering(tempering_sweeps),
                                  schedule=schedule or "tuned",
                                  resume=None if continued is None else stored["bracket"],
-                                 work_dir=run_dir / runs.BRACKET_WORK_DIR, progress=progress)
+                                 work_dir=run_dir / runs.BRACKET_WORK_DIR, progress=progress,
+                                 stop_inside_level=continued is None or chosen_budget)
         result = interval.ais
     else:
         say(f"AIS on {run_dir / source.file} (epoch {source.epoch}, {n_chains} chains){hint}")
@@ -602,7 +606,7 @@ def _append_rejudged(run_dir, record, judged, floor, model, dataset, say, **mark
 
 def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, tolerance,
                   max_seconds, say, raise_repeats=1, tempering=None, schedule="tuned",
-                  resume=None, work_dir=None, progress=False):
+                  resume=None, work_dir=None, progress=False, stop_inside_level=True):
     """`bracket_nll` of the test set, with the run's base data, echoing each level (and each
     AIS and RAISE run's progress bar with ``progress``: a level can take hours)."""
     if dataset.test is None or not len(dataset.test):
@@ -620,7 +624,7 @@ def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, 
                            bases=None if base is None else (base,), tempering=tempering,
                            schedule=schedule, pilot_data=torch.as_tensor(dataset.train),
                            resume=resume, echo=say, work_dir=work_dir, keep_work=True,
-                           progress=progress)
+                           progress=progress, stop_inside_level=stop_inside_level)
     say(f"  test  {interval}")
     for reason in interval.reasons:
         say(f"  not certified: {reason}")

@@ -25,7 +25,7 @@ from paper_results import PAPER, command_of
 
 from irbm import runs, workflows
 from irbm._threads import apply_threads
-from irbm.bracket import rejudge
+from irbm.bracket import BracketUnfinished, rejudge
 from irbm.evaluate import bracket_nll
 
 SELECTION_FILE = "selection.json"  # scripts/record_selection.py
@@ -240,12 +240,17 @@ def main(argv=None) -> int:
         runs.require_run(model_dir)
         if args.evaluate and latest_bracket(model_dir) is None:
             print(f"bracketing {model_dir}", flush=True)
-            workflows.evaluate_run(model_dir, n_chains=args.chains, which="latest",
-                                   raise_rows=args.rows, raise_repeats=args.raise_repeats,
-                                   bracket=True, tolerance=args.tolerance,
-                                   max_seconds=args.max_seconds, tempering_sweeps=args.tempering,
-                                   data_dir=args.data_dir, progress=False,
-                                   echo=lambda line: print(line, flush=True))
+            try:
+                workflows.evaluate_run(model_dir, n_chains=args.chains, which="latest",
+                                       raise_rows=args.rows, raise_repeats=args.raise_repeats,
+                                       bracket=True, tolerance=args.tolerance,
+                                       max_seconds=args.max_seconds,
+                                       tempering_sweeps=args.tempering,
+                                       data_dir=args.data_dir, progress=False,
+                                       echo=lambda line: print(line, flush=True))
+            except BracketUnfinished as stopped:  # saved: the same command goes on
+                print(f"{model_dir}: {stopped}; no table written", file=sys.stderr)
+                return 3
         latest = latest_bracket(model_dir)
         if args.evaluate and args.tempering and latest and \
                 not latest["bracket"].get("cross_check"):

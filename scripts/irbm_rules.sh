@@ -8,6 +8,9 @@
 set -euo pipefail
 RUNS="${RUNS:-runs}"
 cd "$(dirname "$0")/.."
+# --max-seconds also stops a command's first level, saved (exit status 3): go on until done.
+until_done() { local status=3; while ((status == 3)); do status=0; "$@" || status=$?; done
+  return "$status"; }
 common=(--n-hidden 1 --beta 1.01 --lr 0.05 --l1 0.001 --batch-size 64 --cd-k 10 --threads 1)
 # The runs before session 22 were trained when irbm's default new unit was "update" (its default
 # since then is "peers"): they name it, so that each line trains what it trained then.
@@ -109,7 +112,7 @@ for model in irbm-merge-s2-e4250 irbm-merge-s2-e4250-average; do
         --tolerance 1 --seed 0 --max-seconds 2400 --threads 1
 done
 # Session 26 (no GPU): the raw model's bracket doubled once more on one CPU thread (3,130 s).
-irbm evaluate results/models/irbm-merge-s2-e4250 --latest --bracket --continue \
+until_done irbm evaluate results/models/irbm-merge-s2-e4250 --latest --bracket --continue \
     --max-seconds 3300 --threads 1
 python scripts/trajectory_figure.py \
     "last minibatch merged/seed 1234=$RUNS/rules/irbm-merge-s1234" \

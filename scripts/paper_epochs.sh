@@ -9,6 +9,9 @@
 set -euo pipefail
 RUNS="${RUNS:-runs}"
 cd "$(dirname "$0")/.."
+# --max-seconds also stops a command's first level, saved (exit status 3): go on until done.
+until_done() { local status=3; while ((status == 3)); do status=0; "$@" || status=$?; done
+  return "$status"; }
 paper=(--batch-size 64 --cd-k 10 --seed 1234 --threads 1)
 train() { EVERY=$1 EPOCHS=$2 bash scripts/train_snapshots.sh "$RUNS/$3" "${@:4}" "${paper[@]}"; }
 # The first two predate --random-stream (torch.Generator stream; they resume with it).
@@ -58,8 +61,8 @@ bash scripts/paper_epochs_rbm.sh rbm500
 # Session 18: two CPU brackets one doubling further (16,000 temperatures), continued.
 for model in mnist-orbm500-e500 irbm-authors-selected irbm-l1e-3-e1000 irbm-merge-s2-e4000; do
   grep -q '"resumed_levels"' "results/models/$model/evaluation.json" ||
-    irbm evaluate "results/models/$model" --latest --bracket --continue --max-seconds 1500 \
-        --threads 1
+    until_done irbm evaluate "results/models/$model" --latest --bracket --continue \
+        --max-seconds 1500 --threads 1
 done
 python scripts/bracket_results.py results/models/mnist-orbm500-e500 --out results/mnist_brackets
 # Session 18: does parallel tempering's ln Z move with 4x the sweeps or 4x the temperatures?

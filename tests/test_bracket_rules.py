@@ -479,6 +479,17 @@ def test_a_floor_above_the_pooled_ais_becomes_the_optimistic_side_and_is_named()
     assert with_raise(53.0)["conservative"] == math.inf
     assert with_raise(49.0)["levels"][-1]["refuted"] == {}
     assert with_raise(49.0)["conservative"] == 99.5
+    # A floor 0.5 below the pool: RAISE 0.5 below the floor's NLL is wrong for certain, though
+    # within the pool's slack; the verdict names the floor, not an AIS overshoot.
+    summary = stored(49.5)
+    summary["levels"][-1]["raise"] = {"linear": {"whole": 99.0, "rows": 30.0, "stderr": 0.1}}
+    under = rejudge(summary)
+    assert under["levels"][-1]["refuted"] == {"linear": 99.0}
+    assert under["optimistic"] == 100.0 and under["conservative"] == math.inf
+    (reason,) = [reason for reason in under["reasons"] if reason.startswith("RAISE")]
+    assert "falls below 99.50, a certain floor of the NLL" in reason and "overshot" not in reason
+    summary["levels"][-1]["raise"]["linear"]["whole"] = 99.3
+    assert rejudge(summary)["conservative"] == 99.3
     shifted = {**check, "nll": 99.7, "log_z": 49.7, "bdmc": {**check["bdmc"], "nll": 99.7}}
     pooled = rejudge({**stored(49.0), "cross_check": shifted})
     assert pooled["conditional"]["within_tolerance"]

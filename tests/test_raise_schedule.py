@@ -356,7 +356,9 @@ def test_raise_repeats_average_reverse_chains_per_row_in_probability(family, opt
     stored = averaged.levels[-1]["raise"][path]
     assert stored["rows"] == estimate.mean and stored["repeat_gap"] == estimate.repeat_gap > 0
     assert single.levels[-1]["raise"][path]["repeat_gap"] is None
-    assert single.conservative_rows - averaged.conservative_rows > 0.05, \
-        (single.conservative_rows, averaged.conservative_rows, averaged.conservative_stderr)
+    # The estimates themselves (at 10 temperatures the averaged one may fall below the sampled
+    # floor's NLL, and the verdict then leaves it out as erring low: `judge_conservative`).
+    one_chain = single.levels[-1]["raise"][path]
+    assert one_chain["rows"] - stored["rows"] > 0.05, (one_chain, stored)
     with pytest.raises(ValueError, match="raise_repeats must be an integer >= 1"):
         bracket_nll(model, rows, raise_repeats=0, **settings)

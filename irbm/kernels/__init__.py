@@ -8,7 +8,9 @@ one pass per row, uniforms generated inside it, rows spread over torch's thread 
 installed), one program per row. With any other generator, on other devices, without numba
 (CPU) or Triton (CUDA), or with ``IRBM_KERNELS=off`` in the environment, the eager path runs;
 with a `PhiloxGenerator` it draws the same uniforms, so all of them agree draw for draw except
-where a probability and its uniform tie to within rounding.
+where a probability and its uniform tie to within rounding, or a zero uniform meets a unit of
+probability below e^-87 (float32; e^-708 in float64), which the kernels leave off and the
+eager path turns on (`_compiled._decay`).
 """
 
 from __future__ import annotations

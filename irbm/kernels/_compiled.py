@@ -97,8 +97,9 @@ def _exp32(x):
     big = x > F32(88.37)
     x = min(max(x, F32(-87.0)), F32(88.37))
     # k and 2^k stay in float32 and int32: numba widens int32 arithmetic to int64, and AVX2
-    # has no vector int64 -> float conversion, which made this loop scalar (3 ns an element
-    # against 0.3). Exact: k + 128 is in [3, 256], and (k + 127) 2^23 < 2^31 is a float32.
+    # has no vector int64 -> float conversion, which kept part of each loop scalar (1.9 ns an
+    # element against 0.8; benchmarks/bench_kernels.py). Exact: k + 128 is in [2, 255], and
+    # (k + 127) 2^23 < 2^31 is a float32.
     kf = F32(np.int32(x * F32(1.4426950408889634) + F32(128.5))) - F32(128.0)
     r = x - kf * F32(0.693145751953125) - kf * F32(1.428606765330187e-06)
     p = F32(1.0) + r * (F32(1.0) + r * (F32(0.5) + r * (F32(0.16666667) + r * (
@@ -172,8 +173,10 @@ def _decay(x):
 @overload(_decay, inline="always")
 def _decay_overload(x):
     """y = e^-|x|, and 0 where e^|x| overflows (|x| past 87 in float32, where `_exp32` clamps,
-    past 708 in float64): there sigmoid(x) is 0 or 1 and a zero uniform must not turn a unit
-    of probability 0 on, as in the eager path."""
+    past 708 in float64): there a zero uniform (2^-24 a draw in float32) leaves a unit of
+    probability below e^-87 off. The eager path's sigmoid reaches 0 only at -88.7 (float32) and
+    -745 (float64), so between there and these limits it turns such a unit on with a zero
+    uniform: the one place, besides ties within rounding, where the two draw differently."""
     if x == types.float32:
         return lambda x: _exp32(-abs(x)) if abs(x) <= F32(87.0) else F32(0.0)
     return lambda x: math.exp(-abs(x)) if abs(x) <= 708.0 else 0.0

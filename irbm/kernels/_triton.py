@@ -85,8 +85,10 @@ def _bernoulli_kernel(logits, out, n_columns, first_block, per_row, seed,
     offsets = row.to(tl.int64) * n_columns + columns
     x = tl.load(logits + offsets, mask=valid, other=0.0)
     u = _uniforms(first_block, row, columns, per_row, seed, FLOAT64)
-    # u < sigmoid(x) without the division; e^-x = inf (or u = 0) leaves the unit off.
-    on = u * (1.0 + tl.exp(-x)) < 1.0
+    # u < sigmoid(x) from y = e^-|x|, as numba's kernels: u (1 + y) < 1 for x >= 0, u (1 + y)
+    # < y below; y = 0 past the decay's limit leaves the unit off even for u = 0.
+    y = _decay(x, FLOAT64)
+    on = u * (1.0 + y) < tl.where(x >= 0.0, 1.0, y)
     tl.store(out + offsets, tl.where(on, 1.0, 0.0).to(x.dtype), mask=valid)
 
 
@@ -102,11 +104,11 @@ def _annealed_kernel(preactivation, t_from, t_to, hidden, gains, n_units, first_
         offsets = row.to(tl.int64) * n_units + columns
         a = tl.load(preactivation + offsets, mask=valid, other=0.0)
         after, before = a * t_to, a * t_from
-        gain = (_softplus_of(after, _decay(after, FLOAT64))
-                - _softplus_of(before, _decay(before, FLOAT64)))
+        y = _decay(after, FLOAT64)  # for softplus(after) and the sigmoid, as numba's kernel
+        gain = _softplus_of(after, y) - _softplus_of(before, _decay(before, FLOAT64))
         total += tl.where(valid, gain, 0.0)
         u = _uniforms(first_block, row, columns, per_row, seed, FLOAT64)
-        on = u * (1.0 + tl.exp(-after)) < 1.0
+        on = u * (1.0 + y) < tl.where(after >= 0.0, 1.0, y)
         tl.store(hidden + offsets, tl.where(on, 1.0, 0.0).to(a.dtype), mask=valid)
     tl.store(gains + row, tl.sum(total, 0))
 
