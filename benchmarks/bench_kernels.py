@@ -9,16 +9,16 @@ vector int64 -> float conversion, AVX-512 has).
 
     python benchmarks/bench_kernels.py [--repeats 31] [--dtypes float32 float64] [--quick]
 
-Findings (2-core AMD EPYC, AVX2 only, one thread, the other core busy with an evaluation;
-kernel / exp, float32; "before" is a15326b, measured in the same session):
+Findings (2-core AMD EPYC, AVX2 only, one thread, idle; kernel / exp, float32; "before" is
+a15326b, two rounds each, alternated in one session):
 
-    kernel                  before   after
-    bernoulli 64 x 784      2.69     1.96
-    annealed 1000 x 500     8.24     4.46
-    ordered 64 x 500        7.98     6.22
-    ordered 1000 x 500      7.94     5.97
-    released 1000 x 500     9.42     7.99
-    statistics 128 x 500    8.37     7.23
+    kernel                  before       after
+    bernoulli 64 x 784      2.53-2.73    1.86-1.92
+    annealed 1000 x 500     6.94-8.16    4.43-4.70
+    ordered 64 x 500        7.61-8.31    5.81-6.59
+    ordered 1000 x 500      7.31-7.90    5.64-6.13
+    released 1000 x 500     9.32-10.59   7.22-8.09
+    statistics 128 x 500    8.55-9.22    6.66-6.98
 
 Before, `_exp32` built 2^k through int32 arithmetic, which numba widens to int64; AVX2 has no
 vector int64 -> float32 conversion, so LLVM kept that part scalar: exp alone took 1.9 ns an
