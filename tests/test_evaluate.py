@@ -100,8 +100,8 @@ def test_effective_sample_size_and_top_share_on_constructed_weights():
     dominant.base = "data"
     assert 'other base (base="model"; irbm evaluate --base model)' in \
         dominant.reliability_warnings()[0]
-    # The best run of a bracket: the bracket already ran every path and base, so the advice
-    # is to continue it, not to run what it ran or to bracket the NLL.
+    # The best run of a bracket: the bracket's reasons judge its paths and bases, so the
+    # advice is to continue it or use more chains, not to bracket the NLL.
     in_bracket = dominant.reliability_warnings(bracketed=True)[0]
     assert "effective sample size is 1.0 of 200" in in_bracket
     assert "irbm evaluate RUN --bracket --continue" in in_bracket
