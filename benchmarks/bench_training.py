@@ -12,8 +12,8 @@ threads against one on whole updates with the kernels' threaded bar at several v
     python benchmarks/bench_training.py [--quick] [--busy] [--threads 1 2] [--repeats 7]
     python benchmarks/bench_training.py --device cuda --streams torch --only ratios growth
 
-Fused kernels (irbm.kernels, Philox stream): before/after tables and what remains in the README's
-"Performance" section (Intel Sapphire Rapids, 1 thread).
+Fused kernels (irbm.kernels, Philox stream): before/after tables in benchmarks/README.md, where
+things stand in the README's "Performance" section.
 
 Earlier findings (2-core machine, torch 2.13 CPU, float32; the two background training jobs stopped
 with SIGSTOP while measuring, other helpers' test runs still sharing the cores: 1-min load 3-4)

@@ -195,7 +195,7 @@ class Trainer:
         float32 the devices break rounding ties differently); or a torch.Generator
         and eager PyTorch ("torch", every run trained before irbm had kernels; their
         checkpoints resume with it). None: "philox" on the CPU, "torch" elsewhere (on an H100
-        a whole epoch ran about as fast either way; README, "On a GPU").
+        a whole epoch ran about as fast either way; benchmarks/README.md, "On a GPU").
     device : torch.device or str, optional
         Where to train; the model is moved there.
     n_chains : int, optional

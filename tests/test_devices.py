@@ -9,7 +9,7 @@ exact answers at full size.
 has (the CPU's eager path against its kernels; CUDA's Triton kernels and its eager path).
 ``ACCELERATORS`` holds CUDA alone, for the checks that the CPU's own suite already makes
 (tests/test_exact_and_bracket.py): they are skipped here without a GPU and run on one
-(`scripts/cuda_checks.sh`; the README's "Performance" section records the last such run).
+(`scripts/cuda_checks.sh`; benchmarks/README.md records the last such run).
 """
 
 import copy
