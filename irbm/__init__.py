@@ -5,6 +5,7 @@ Implements the RBM, the ordered RBM and the infinite RBM of Cote & Larochelle,
 """
 
 import importlib
+import importlib.util
 
 from .checkpoint import load, save
 from .models import (
@@ -22,16 +23,14 @@ from .training import Callback, Trainer
 __version__ = "0.1.0"
 
 __all__ = ["RBM", "OrderedRBM", "InfiniteRBM", "EnergyModel", "HiddenState", "FAMILIES",
-           "build_model", "Trainer", "Callback", "save", "load", "ais", "evaluate", "datasets",
-           "sampling", "plotting", "sklearn", "runs", "strategies", "workflows", "settings",
-           "register_family", "__version__"]
-
-_SUBMODULES = {"ais", "evaluate", "datasets", "sampling", "plotting", "sklearn", "runs",
-               "strategies", "workflows", "settings"}
+           "build_model", "Trainer", "Callback", "save", "load", "ais", "bracket", "evaluate",
+           "floor", "tempering", "datasets", "sampling", "plotting", "sklearn", "runs",
+           "strategies", "sweep", "workflows", "settings", "register_family", "__version__"]
 
 
 def __getattr__(name):
-    # Submodules load on first use, so `import irbm` stays light (no matplotlib, no sklearn).
-    if name in _SUBMODULES:
+    # Every public submodule loads on first use (`irbm.tempering.X` after `import irbm` alone),
+    # so `import irbm` stays light (no matplotlib, no sklearn, no Dask).
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'irbm' has no attribute {name!r}")
