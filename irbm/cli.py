@@ -22,8 +22,9 @@ from .settings import GROUPS, SPECS, SettingSpec
 _ARGUMENT_TYPES = {int: int, float: float, str: str}
 # Counts checked once parsed, before any work or banner: {command: {dest: (option, minimum)}}.
 _COUNTS = {"evaluate": {"chains": ("--chains", 1), "betas": ("--betas", 2),
-                        "raise_rows": ("--raise", 0), "raise_repeats": ("--raise-repeats", 1)},
-           "sample": {"n": ("--n", 1), "steps": ("--steps", 0)},
+                        "raise_rows": ("--raise", 0), "raise_repeats": ("--raise-repeats", 1),
+                        "seed": ("--seed", 0)},
+           "sample": {"n": ("--n", 1), "steps": ("--steps", 0), "seed": ("--seed", 0)},
            "sweep": {"workers": ("--workers", 1)}}
 
 

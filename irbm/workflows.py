@@ -321,6 +321,13 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
     if schedule is not None and not bracket:
         raise ValueError(f"--schedule {schedule} spaces the temperatures of --bracket; add "
                          "--bracket, or leave --schedule out")
+    # A single AIS run has no width to reach and no level to stop between: without --bracket
+    # these would be ignored, and a user would believe a budget or a tolerance held.
+    for option, value, role in (("--tolerance", tolerance, "the width --bracket aims at"),
+                                ("--max-seconds", max_seconds, "the time budget of --bracket")):
+        if value is not None and not bracket:
+            raise ValueError(f"{option} {value} is {role}; add --bracket, or leave {option} "
+                             "out")
     continued = None
     # A budget inherited by --continue was sized for the stored, shorter levels: it must not
     # cut the new one (every call would stop inside it), only decide whether another starts.

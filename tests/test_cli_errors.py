@@ -42,6 +42,12 @@ def test_a_missing_option_is_one_line_naming_the_help(tmp_path):
     (["evaluate", "{run}", "--chains", -5], "--chains must be an integer >= 1, got -5"),
     (["evaluate", "{run}", "--betas", 1], "--betas must be an integer >= 2, got 1"),
     (["evaluate", "{run}", "--raise", -3], "--raise must be an integer >= 0, got -3"),
+    (["evaluate", "{run}", "--seed", -1], "--seed must be an integer >= 0, got -1"),
+    (["evaluate", "{run}", "--max-seconds", 60], "--max-seconds 60.0 is the time budget of "
+     "--bracket; add --bracket, or leave --max-seconds out"),
+    (["evaluate", "{run}", "--tolerance", 0.5], "--tolerance 0.5 is the width --bracket aims "
+     "at; add --bracket, or leave --tolerance out"),
+    (["sample", "{run}", "--seed", -3], "--seed must be an integer >= 0, got -3"),
     (["sample", "{run}", "--n", 0], "--n must be an integer >= 1, got 0"),
     (["sample", "{run}", "--steps", -1], "--steps must be an integer >= 0, got -1"),
     (["sweep", "{run}/sweep.toml", "--out", "{run}/sweep", "--workers", 0],
