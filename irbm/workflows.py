@@ -174,6 +174,7 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
     whole = _load_training_data(settings, data_dir)
     if resuming:
         runs.check_run_data(out, whole)
+    _check_split_sizes(settings, whole)
     dataset = whole.subset(settings.train_size, settings.valid_size, settings.test_size)
     record = {"settings": settings.record(),
               "dataset": {"name": dataset.name, "n_visible": dataset.n_visible,
@@ -259,6 +260,17 @@ def _callbacks(settings, out, train, valid, record, echo) -> list:
     records = (runs.MARKER_FILE, runs.CONFIG_FILE)
     return callbacks + [runs.HistoryWriter(out, settings.epochs, echo),
                         CheckpointEvery(out, records=records)]
+
+
+def _check_split_sizes(settings: Settings, whole) -> None:
+    """Refuse --train-size (and the others) above the rows a split has: the run would train on
+    fewer rows than its record says."""
+    for split in ("train", "valid", "test"):
+        wanted, values = getattr(settings, f"{split}_size"), getattr(whole, split)
+        rows = 0 if values is None else len(values)
+        if wanted is not None and wanted > rows:
+            raise ValueError(f"--{split}-size {wanted}: {whole.name} has {rows} {split} rows; "
+                             f"give at most {rows}, or leave --{split}-size out to use them all")
 
 
 # ---------------------------------------------------------------------------- evaluate
