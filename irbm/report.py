@@ -16,9 +16,10 @@ from ._io import atomic_write
 from .bracket import level_estimates, pool_estimates
 from .models import FAMILIES
 
-COLUMNS = ("Model", "Size", "Epoch", "Settings", "ln Z-hat", "ln(Z-hat -/+ 3 sigma)",
+COLUMNS = ("Run", "Model", "Size", "Epoch", "Settings", "ln Z-hat", "ln(Z-hat -/+ 3 sigma)",
            "AIS (base, chains x temperatures, ESS, path)", "Avg. test NLL", "RAISE test NLL",
            "Test NLL bracket")
+DATASET = "Dataset"  # a column shown only when the rows come from more than one dataset
 NOTE = "Note"  # a column shown only when a row is stale
 WARNINGS = "Warnings"  # footnote marks, a column shown only when a row has warnings
 MARKER_FILE = "irbm-report.json"
@@ -140,6 +141,7 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
     bracket = _latest_bracket(run_dir, record, others)
     return {
         "run": str(run_dir), "dataset": record.get("dataset", ""),
+        "Run": str(run_dir), DATASET: record.get("dataset", ""),
         "Model": _model_name(record),
         "Size": str(record["n_hidden"]),
         "Epoch": f"{record.get('epoch')} ({record.get('which', 'latest')})",
@@ -171,7 +173,9 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
 
 
 def _columns(rows) -> tuple:
-    return COLUMNS + ((NOTE,) if any(row[NOTE] for row in rows) else ()) + (
+    several = len({row[DATASET] for row in rows}) > 1
+    return COLUMNS[:1] + ((DATASET,) if several else ()) + COLUMNS[1:] + (
+        (NOTE,) if any(row[NOTE] for row in rows) else ()) + (
         (WARNINGS,) if any(row["footnotes"] for row in rows) else ())
 
 

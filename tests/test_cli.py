@@ -398,7 +398,7 @@ def check_report(out_dir, run_dirs):
     """report.md's table and report.html match the runs' evaluation.json; the page is
     self-contained."""
     rows = parse_markdown_table((out_dir / "report.md").read_text())
-    assert list(rows[0]) == ["Model", "Size", "Epoch", "Settings", "ln Z-hat",
+    assert list(rows[0]) == ["Run", "Model", "Size", "Epoch", "Settings", "ln Z-hat",
                              "ln(Z-hat -/+ 3 sigma)",
                              "AIS (base, chains x temperatures, ESS, path)",
                              "Avg. test NLL", "RAISE test NLL", "Test NLL bracket"] + (
@@ -406,6 +406,7 @@ def check_report(out_dir, run_dirs):
     assert len(rows) == len(run_dirs)
     for row, run_dir in zip(rows, run_dirs):
         record = evaluations(run_dir)[-1]
+        assert row["Run"] == str(run_dir)  # which run a row is, as the user named it
         assert row["Model"] == NAMES[record["family"]]
         assert int(row["Size"]) == record["n_hidden"]
         expected = {"ln Z-hat": [record["log_z"]],
@@ -437,6 +438,23 @@ def check_report(out_dir, run_dirs):
     return rows
 
 
+def test_a_report_over_two_datasets_names_each_rows_run_and_data(tmp_path):
+    """Rows alone did not say which run or which data they came from (a user's report)."""
+    rows = (np.random.default_rng(0).random((200, 64)) < 0.3).astype(np.float32)
+    np.save(tmp_path / "own.npy", rows)
+    runs_ = {"digits": tmp_path / "on-digits", str(tmp_path / "own.npy"): tmp_path / "on-own"}
+    for dataset, run in runs_.items():
+        assert_ok(run_cli("train", "rbm", dataset, "--out", run, "--n-hidden", 4, "--epochs",
+                          1, "--cd-k", 1, "--quiet"))
+        assert_ok(run_cli("evaluate", run, "--latest", "--chains", 10, "--betas", 20))
+    assert_ok(run_cli("report", *runs_.values(), "--out", tmp_path / "report"))
+    table = parse_markdown_table((tmp_path / "report" / "report.md").read_text())
+    assert list(table[0])[:3] == ["Run", "Dataset", "Model"]
+    assert [(row["Run"], row["Dataset"]) for row in table] == [
+        (str(run), evaluations(run)[-1]["dataset"]) for run in runs_.values()]
+    assert table[0]["Dataset"] == "digits" and "own" in table[1]["Dataset"]
+
+
 def test_report_over_several_runs_matches_the_evaluations(pipeline, tmp_path, monkeypatch):
     run_dirs = [pipeline_run(pipeline, key) for key in RUNS]
     before = [snapshot(run_dir) for run_dir in run_dirs]
@@ -466,9 +484,8 @@ def test_report_says_which_regularization_convention_a_run_used(tmp_path):
         assert_ok(run_cli("evaluate", run_dir, "--chains", 5, "--betas", 10))
     assert_ok(run_cli("report", tmp_path / "proximal", tmp_path / "authors",
                       "--out", tmp_path / "report"))
-    proximal_row, authors_row = [line for line in
-                                 (tmp_path / "report" / "report.md").read_text().splitlines()
-                                 if line.startswith("| RBM")]
+    proximal_row, authors_row = [row["Settings"] for row in parse_markdown_table(
+        (tmp_path / "report" / "report.md").read_text())]
     assert "authors regularization, epsilon inside the root" in authors_row
     assert "regularization" not in proximal_row and "epsilon" not in proximal_row
 
