@@ -299,6 +299,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# What Ctrl-C leaves, per command: each saves its work at its own boundaries.
+_INTERRUPTED = {
+    "train": "the last checkpoint is intact, and the same command resumes from it",
+    "evaluate": "nothing was recorded; chain batches already saved (ais_partial.npz, "
+                "bracket_partial/) are kept, and the same command goes on from them",
+    "sweep": "finished trials are kept, and the same command resumes the others from their "
+             "checkpoints",
+}
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args, extras = parser.parse_known_args(argv)
@@ -311,7 +321,8 @@ def main(argv=None) -> int:
     try:
         handler(args)
     except KeyboardInterrupt:
-        print("irbm: interrupted; the last checkpoint is intact", file=sys.stderr)
+        print(f"irbm: interrupted; {_INTERRUPTED.get(args.command, 'nothing was recorded')}",
+              file=sys.stderr)
         return 130
     except BracketUnfinished as stopped:  # not an error, but not the result asked for either
         print(f"irbm: {stopped}", file=sys.stderr)

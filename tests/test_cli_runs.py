@@ -672,7 +672,10 @@ def test_an_interrupted_bracket_resumes_where_it_stopped(run_dir, monkeypatch, c
 
     with monkeypatch.context() as patch:
         patch.setattr(evaluate, "run_reverse_chains", interrupted)
+        capsys.readouterr()
         assert main(command(run_dir)) == 130
+    assert "irbm: interrupted; nothing was recorded; chain batches already saved" in \
+        capsys.readouterr().err
     work = run_dir / "bracket_partial"
     assert sorted(path.name for path in work.iterdir()) == [
         "20-linear-ais.npz", "20-linear-raise.npz", "40-linear-ais.npz", "lock", "pilots.npz",
