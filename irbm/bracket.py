@@ -67,6 +67,9 @@ def stored_pilot_betas(stored: dict) -> int | None:
 # nats; 4 cost about 1.7 times a level's time, and two or more give the gap left
 # (`repeat_gap`). See results/README.md.
 RAISE_REPEATS = 4
+# AIS chains per route and level: `irbm evaluate --bracket` and `irbm.evaluate.bracket_nll`
+# alike (a Python call got 100 until session 32, a different bracket from the command's).
+BRACKET_CHAINS = 1000
 
 # A RAISE gap left for want of reverse chains per row (`irbm.evaluate.repeat_gap`) above this
 # is named as what loosens a wide bracket (nats).

@@ -37,7 +37,9 @@ from .ais import (
     tuned_betas,
 )
 from .bracket import (
+    BRACKET_CHAINS,
     PILOT_BETAS,
+    RAISE_REPEATS,
     SCHEDULES,
     Bracket,
     BracketUnfinished,
@@ -419,9 +421,10 @@ REVERSE_PILOT_ROWS = 32  # reverse chains of the pilot that tunes RAISE's schedu
 
 
 def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
-                max_seconds=None, seed=None, n_chains: int = 100, n_betas: int = 1000,
-                paths=None, bases=None, trajectory=None, schedule: str = "tuned",
-                pilot_data=None, resume=None, raise_repeats: int = 1,
+                max_seconds=None, seed=None, n_chains: int = BRACKET_CHAINS,
+                n_betas: int = 1000, paths=None, bases=None, trajectory=None,
+                schedule: str = "tuned", pilot_data=None, resume=None,
+                raise_repeats: int = RAISE_REPEATS,
                 max_betas: int = 1_000_000, tempering=None, progress: bool = False,
                 echo=None, pilot_betas: int | None = None, work_dir=None,
                 keep_work: bool = False, stop_inside_level: bool = True) -> Bracket:
@@ -453,6 +456,7 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         lowered RAISE's NLL by 3.2 nats at 4,000 temperatures, where 16 times the temperatures
         had left it within 0.5 nat (see results/README.md). With two or more, each level's
         RAISE route stores the gap left (`repeat_gap`), which a too-wide verdict names.
+        Default `irbm.bracket.RAISE_REPEATS`, as `irbm evaluate --bracket`.
     tolerance : float
         Largest certified width, nats.
     max_seconds : float, optional
@@ -463,7 +467,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     seed : int, optional
         Seeds the row subset and every estimator (default 0).
     n_chains, n_betas : int
-        AIS chains per path, and the first level's temperatures.
+        AIS chains per path and base (default `irbm.bracket.BRACKET_CHAINS`, 1,000, as
+        `irbm evaluate --bracket`), and the first level's temperatures.
     paths : sequence of str, optional
         Annealing paths (default: all the model's ``ais_paths``, and "trajectory" when a
         ``trajectory`` is given).

@@ -22,7 +22,7 @@ from . import runs
 from ._bracket_work import remove_work
 from ._io import atomic_write
 from .ais import estimate_log_partition
-from .bracket import RAISE_REPEATS, level_estimates, pool_estimates, rejudge
+from .bracket import BRACKET_CHAINS, RAISE_REPEATS, level_estimates, pool_estimates, rejudge
 from .datasets import ALIASES, LOADERS, load_dataset
 from .evaluate import (
     bracket_nll,
@@ -218,12 +218,20 @@ def _check_resumed_settings(out: Path, settings: Settings, force: bool):
     """Settings may differ from the run's recorded ones only where their policy allows."""
     recorded = runs.read_settings(out).record()
     _refuse_fixed_changes(out, recorded, settings.record())
+    trained_on = recorded.get("dataset")
+    if trained_on is not None and trained_on != settings.dataset and (
+            _is_named_dataset(trained_on) or _is_named_dataset(settings.dataset)):
+        raise ValueError(f"{out} was trained on {trained_on}; a run cannot change its data "
+                         f"on resume (train on {settings.dataset} with a new --out)")
     changed = {name: (old, new) for name, old in recorded.items()
                if SPECS[name].resume == "force" and (new := getattr(settings, name)) != old}
     if changed and not force:
         details = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in changed.items())
+        # A data file may have moved: --force then goes on, the file's sha256 checked.
+        moved = (" (if the data file only moved, --force goes on once its contents are "
+                 "checked)" if "dataset" in changed else "")
         raise ValueError(f"refusing to resume {out} with different settings ({details}); "
-                         "pass --force to override")
+                         f"pass --force to override{moved}")
 
 
 def _load_training_data(settings: Settings, data_dir):
@@ -358,7 +366,7 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
             tolerance=tolerance, base=base, path=path, schedule=schedule)
         max_seconds = stored_budget if max_seconds is None else max_seconds
         which = stored.get("which", "latest")
-    n_chains = 1000 if n_chains is None else n_chains
+    n_chains = BRACKET_CHAINS if n_chains is None else n_chains  # plain AIS's too
     seed = 0 if seed is None else seed
     tolerance = 1.0 if tolerance is None else tolerance
     raise_repeats = RAISE_REPEATS if raise_repeats is None else raise_repeats

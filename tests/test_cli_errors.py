@@ -67,3 +67,32 @@ def test_plot_on_a_sweep_directory_names_its_trials(run_dir, tmp_path):
         line = assert_clean_error(run_cli(command, sweep), "is a sweep directory",
                                   f"irbm {command} {sweep / 'lr-0.1'}", f"irbm report {sweep}")
         assert "irbm train" not in line
+
+
+@pytest.mark.parametrize("other", ["mnist", "caltech101"])
+def test_resuming_on_another_named_dataset_is_refused_even_with_force(run_dir, other):
+    """Before, the first message said "pass --force", and --force then met the data check."""
+    before = {path.name: path.read_bytes() for path in run_dir.iterdir() if path.is_file()}
+    for force in ((), ("--force",)):
+        result = run_cli("train", "rbm", other, "--out", run_dir, "--n-hidden", 4,
+                         "--epochs", 2, "--cd-k", 1, "--quiet", *force)
+        assert_clean_error(result, f"{run_dir} was trained on digits",
+                           f"train on {other} with a new --out")
+    assert {path.name: path.read_bytes() for path in run_dir.iterdir() if path.is_file()} \
+        == before
+
+
+def test_a_moved_data_file_resumes_with_force_once_its_contents_match(tmp_path):
+    import numpy as np
+    rows = (np.random.default_rng(0).random((60, 9)) < 0.4).astype(np.float32)
+    first, moved = tmp_path / "a.npy", tmp_path / "elsewhere" / "a.npy"
+    np.save(first, rows)
+    run = tmp_path / "run"
+    options = ["--out", run, "--n-hidden", 3, "--cd-k", 1, "--quiet"]
+    assert_ok(run_cli("train", "rbm", first, "--epochs", 1, *options))
+    moved.parent.mkdir()
+    first.rename(moved)
+    assert_clean_error(run_cli("train", "rbm", moved, "--epochs", 2, *options),
+                       "different settings", "if the data file only moved, --force goes on")
+    assert_ok(run_cli("train", "rbm", moved, "--epochs", 2, "--force", *options))
+    assert json.loads((run / "history.json").read_text())["history"][-1]["epoch"] == 2

@@ -249,7 +249,7 @@ def test_a_bracket_continues_only_with_its_own_settings(monkeypatch):
     model, _ = _model("rbm", {})
     rows, train = _data(4, 200, 0.5), _data(6, 300, 0.4)
     settings = dict(base_data=train, rows=40, tolerance=1e-6, seed=3, n_chains=16,
-                    n_betas=50, pilot_betas=PILOT)
+                    n_betas=50, pilot_betas=PILOT, raise_repeats=1)
     stored = bracket_nll(model, rows, max_betas=50, **settings).summary()
     certified = bracket_nll(model, rows, max_betas=6400, **{**settings, "tolerance": 50.0,
                                                             "n_betas": 400})
@@ -305,8 +305,9 @@ def test_a_bracket_stored_before_its_routes_were_recorded_continues():
     pilots of 1,000 temperatures: continued so."""
     model, _ = _model("irbm", {"beta": 1.05})
     rows, train = _data(4, 200, 0.5), _data(6, 300, 0.4)
+    # Those brackets ran one reverse chain per row (the default before RAISE_REPEATS).
     settings = dict(base_data=train, rows=40, tolerance=1e-6, seed=3, n_chains=16,
-                    n_betas=25, bases=("data",), schedule="tuned-forward")
+                    n_betas=25, bases=("data",), schedule="tuned-forward", raise_repeats=1)
     old = bracket_nll(model, rows, max_betas=25, pilot_betas=1000, **settings).summary()
     assert set(old["levels"][0]["ais"]) == set(model.ais_paths)
     for key in ("bases", "paths", "schedule", "raise_repeats", "pilot_betas"):
@@ -333,7 +334,7 @@ def test_raise_repeats_average_reverse_chains_per_row_in_probability(family, opt
     model, _ = _model(family, options)
     rows, train = _data(4, 200, 0.5), _data(6, 300, 0.4)
     settings = dict(base_data=train, rows=100, tolerance=1e-3, seed=0, n_chains=32,
-                    n_betas=10, max_betas=10, bases=("model",), paths=(path,))
+                    n_betas=10, max_betas=10, bases=("model",), paths=(path,), raise_repeats=1)
     seen = []
     real_raise = evaluate.raise_nll
 
@@ -344,7 +345,7 @@ def test_raise_repeats_average_reverse_chains_per_row_in_probability(family, opt
 
     monkeypatch.setattr(evaluate, "raise_nll", spy_raise)
     single = bracket_nll(model, rows, **settings)
-    averaged = bracket_nll(model, rows, raise_repeats=16, **settings)
+    averaged = bracket_nll(model, rows, **{**settings, "raise_repeats": 16})
     assert (single.summary()["raise_repeats"], averaged.summary()["raise_repeats"]) == (1, 16)
     subset, kwargs, estimate = seen[-1]
     # One batch of every chain on a GPU (launch-bound), smaller ones elsewhere (each saved as
@@ -361,4 +362,4 @@ def test_raise_repeats_average_reverse_chains_per_row_in_probability(family, opt
     one_chain = single.levels[-1]["raise"][path]
     assert one_chain["rows"] - stored["rows"] > 0.05, (one_chain, stored)
     with pytest.raises(ValueError, match="raise_repeats must be an integer >= 1"):
-        bracket_nll(model, rows, raise_repeats=0, **settings)
+        bracket_nll(model, rows, **{**settings, "raise_repeats": 0})
