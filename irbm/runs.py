@@ -199,13 +199,35 @@ def _recorded_data(run_dir) -> dict:
     return record if isinstance(record, dict) else {}
 
 
+def _data_file(run_dir, dataset: str, data_dir) -> str:
+    """Where a run trained on a data file (recorded by its absolute path) finds it now: in
+    ``data_dir`` by its name when given (the file moved), else where it was. A named dataset
+    (mnist, digits, ...) is returned as it is: ``data_dir`` says where its loader looks."""
+    recorded = Path(dataset)
+    if not recorded.is_absolute():
+        return dataset
+    if data_dir is not None:
+        moved = Path(data_dir).expanduser() / recorded.name
+        if not moved.is_file():
+            raise ValueError(f"{moved}: no such file; {run_dir} was trained on {recorded.name} "
+                             f"(from {recorded.parent}): pass --data-dir with a directory that "
+                             "holds it")
+        return str(moved)
+    if not recorded.exists():
+        raise ValueError(f"{recorded}: no such file, and {run_dir} was trained on it: pass "
+                         f"--data-dir with a directory that holds {recorded.name} (its "
+                         "contents are checked)")
+    return dataset
+
+
 def load_run_dataset(run_dir, data_dir=None):
     """The dataset (and subset) the run was trained on: read from ``data_dir``, else from where
     the run's data came from, else as `irbm.datasets.load_dataset` finds it; checked against
     the run's record (`check_run_data`)."""
     settings = read_settings(run_dir)
     options = {} if settings.binarize is None else {"binarize": settings.binarize}
-    dataset = load_dataset(settings.dataset, data_dir=run_data_dir(run_dir, data_dir), **options)
+    source = _data_file(run_dir, settings.dataset, data_dir)
+    dataset = load_dataset(source, data_dir=run_data_dir(run_dir, data_dir), **options)
     check_run_data(run_dir, dataset)
     return dataset.subset(settings.train_size, settings.valid_size, settings.test_size)
 

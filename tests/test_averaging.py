@@ -140,7 +140,7 @@ def test_the_cli_writes_the_averaged_model_as_a_run_directory(tmp_path):
     np.save(rows, (np.random.default_rng(0).random((200, 12)) < 0.3).astype(np.float32))
     run = tmp_path / "run"
     assert_ok(run_cli("train", "irbm", rows, "--out", run, "--average", 8, "--epochs", 2,
-                      "--l1", "0.01", "--valid-size", 40, "--test-size", 40, "--quiet"))
+                      "--l1", "0.01", "--valid-size", 20, "--test-size", 20, "--quiet"))
     average = run / AVERAGE_DIR
     model, raw = irbm.load(average), irbm.load(run)
     assert ckpt.read_checkpoint(average / ckpt.MODEL_FILE)[1]["averaged"] is True

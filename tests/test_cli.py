@@ -252,7 +252,7 @@ def test_resume_as_another_model_or_dataset_is_refused(base_run, tmp_path):
     assert_clean_error(run_cli(*train_args("orbm", "digits", run_dir, "--epochs", 2)),
                        "built with family irbm", "new --out")
     assert_clean_error(run_cli(*train_args("irbm", rows, run_dir, "--epochs", 2)),
-                       f"dataset: digits -> {rows}", "--force")
+                       f"{run_dir} was trained on digits", f"train on {rows} with a new --out")
     assert snapshot(run_dir) == before
 
 
@@ -827,7 +827,7 @@ def test_every_setting_is_a_config_key_recorded_in_the_run(tmp_path):
               "profile": "authors", "growth_trigger": "last", "new_unit": "chains",
               "pruning": "one", "shuffle": False, "chains_per_update": "rows",
               "last_batch": "merge", "average": 3, "random_stream": "torch",
-              "train_size": 200, "valid_size": 40, "test_size": 40, "binarize": "threshold",
+              "train_size": 200, "valid_size": 30, "test_size": 30, "binarize": "threshold",
               "eval_every": 1, "eval_chains": 5, "eval_betas": 20, "threads": 1}
     assert set(values) == set(CONFIG_KEYS)
     rows = tmp_path / "rows.npy"

@@ -96,3 +96,28 @@ def test_a_moved_data_file_resumes_with_force_once_its_contents_match(tmp_path):
                        "different settings", "if the data file only moved, --force goes on")
     assert_ok(run_cli("train", "rbm", moved, "--epochs", 2, "--force", *options))
     assert json.loads((run / "history.json").read_text())["history"][-1]["epoch"] == 2
+
+
+def test_a_run_on_a_moved_data_file_is_evaluated_with_data_dir(tmp_path):
+    """--data-dir finds a run's own data file by its name; before, the recorded absolute path
+    was read whatever --data-dir said."""
+    import numpy as np
+    rows = (np.random.default_rng(1).random((90, 9)) < 0.4).astype(np.float32)
+    first, moved = tmp_path / "rows.npy", tmp_path / "moved" / "rows.npy"
+    np.save(first, rows)
+    run = tmp_path / "run"
+    assert_ok(run_cli("train", "rbm", first, "--out", run, "--n-hidden", 3, "--epochs", 1,
+                      "--cd-k", 1, "--quiet"))
+    moved.parent.mkdir()
+    first.rename(moved)
+    evaluate = ("evaluate", run, "--latest", "--chains", 5, "--betas", 10)
+    assert_clean_error(run_cli(*evaluate), f"{first}: no such file", "pass --data-dir",
+                       "holds rows.npy")
+    assert_clean_error(run_cli(*evaluate, "--data-dir", tmp_path / "nowhere"),
+                       "no such file", "trained on rows.npy")
+    (tmp_path / "other").mkdir()
+    np.save(tmp_path / "other" / "rows.npy", 1 - rows)  # same name, other data
+    assert_clean_error(run_cli(*evaluate, "--data-dir", tmp_path / "other"),
+                       "is not the data", "sha256")
+    assert_ok(run_cli(*evaluate, "--data-dir", moved.parent))
+    assert json.loads((run / "evaluation.json").read_text())["evaluations"][-1]["nll"]
