@@ -207,9 +207,15 @@ class Bracket:
 
     def __str__(self) -> str:
         verdict = "certified" if self.certified else "NOT certified"
-        return (f"NLL in [{self.optimistic:.2f}, {self.conservative:.2f}] (width "
-                f"{self.width:.2f} nats, {verdict}; {self.n_betas} temperatures, "
+        return (f"NLL in [{self.optimistic:.2f}, {self.conservative:.2f}] "
+                f"({width_text(self.width)}, {verdict}; {self.n_betas} temperatures, "
                 f"{self.seconds:.0f} s)")
+
+
+def width_text(width: float) -> str:
+    """"width W nats", or "sides cross by W nats" where the optimistic side lies above the
+    conservative one (within their noise: a bracket at the truth)."""
+    return f"sides cross by {-width:.2f} nats" if width < 0 else f"width {width:.2f} nats"
 
 
 def control_variate(free_all: torch.Tensor, free_rows: torch.Tensor,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import runs
 from ._io import atomic_write
-from .bracket import level_estimates, pool_estimates
+from .bracket import level_estimates, pool_estimates, width_text
 from .models import FAMILIES
 
 COLUMNS = ("Run", "Model", "Size", "Epoch", "Settings", "ln Z-hat", "ln(Z-hat -/+ 3 sigma)",
@@ -94,8 +94,10 @@ def _bracket_cell(bracket: dict | None) -> str:
     if bracket is None:
         return "-"
     verdict = "certified" if bracket["certified"] else "not certified"
+    width = bracket["width"]
     return (f"[{_number(bracket['optimistic'])}, {_number(bracket['conservative'])}] "
-            f"width {_number(bracket['width'])}, {verdict}")
+            + (width_text(width) if math.isfinite(width) else f"width {width}")
+            + f", {verdict}")
 
 
 def _pool_note(record: dict, others: list[dict]) -> list[str]:

@@ -15,6 +15,7 @@ from irbm.bracket import (
     rising_routes,
     same_weights_move,
     verdict,
+    width_text,
 )
 
 
@@ -495,3 +496,11 @@ def test_a_floor_above_the_pooled_ais_becomes_the_optimistic_side_and_is_named()
     assert pooled["conditional"]["within_tolerance"]
     assert not pooled["conditional"]["contradicted"]
     assert not any("tempering" in reason or "BDMC" in reason for reason in pooled["reasons"])
+
+
+def test_crossed_sides_read_as_crossing_not_as_a_negative_width():
+    """'width -0.05 nats, certified' read as a defect to a user; sides that cross within their
+    noise are a bracket at the truth and say so."""
+    assert width_text(0.32) == "width 0.32 nats"
+    assert width_text(0.0) == "width 0.00 nats"
+    assert width_text(-0.05) == "sides cross by 0.05 nats"

@@ -326,7 +326,9 @@ def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, 
     assert_ok(run_cli("report", run_dir, "--out", tmp_path / "report"))
     (row,) = parse_markdown_table((tmp_path / "report" / "report.md").read_text())
     assert numbers(row["Test NLL bracket"])[:3] == [
-        round(bracket[key], 2) for key in ("optimistic", "conservative", "width")]
+        round(bracket["optimistic"], 2), round(bracket["conservative"], 2),
+        round(abs(bracket["width"]), 2)]
+    assert ("sides cross by" in row["Test NLL bracket"]) == (bracket["width"] < 0)
     for reason in bracket["reasons"]:
         assert reason in (tmp_path / "report" / "report.md").read_text()
 
