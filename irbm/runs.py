@@ -121,12 +121,19 @@ def has_marker(directory, file_name: str, kind: str, version: int, noun: str) ->
     return True
 
 
+def _require_directory(directory: Path) -> None:
+    if directory.is_file():  # a model file named instead of its run, say
+        raise ValueError(f"{directory} is a file; give the run directory it is in "
+                         f"({directory.parent})")
+    if not directory.is_dir():
+        raise FileNotFoundError(f"run directory not found: {directory}")
+
+
 def require_run(directory, command: str = "irbm COMMAND") -> Path:
     """``directory`` as a Path if it is a run directory; a clear error otherwise, which for a
     sweep directory names ``command`` on one of its trials."""
     directory = Path(directory)
-    if not directory.is_dir():
-        raise FileNotFoundError(f"run directory not found: {directory}")
+    _require_directory(directory)
     if not is_run(directory) and (directory / SWEEP_MARKER_FILE).is_file():
         trials = read_json(directory / SWEEP_MARKER_FILE).get("trials") or ["TRIAL"]
         raise ValueError(f"{directory} is a sweep directory, not a run: its trials are the "
@@ -265,8 +272,7 @@ def run_model(directory, *, which="best", device=None):
     """(model, `ModelSource`): the run's best model when it has one (``which="best"``), else
     its latest."""
     directory = Path(directory)
-    if not directory.is_dir():
-        raise FileNotFoundError(f"run directory not found: {directory}")
+    _require_directory(directory)
     path = _model_file(directory, which)
     tensors, metadata = ckpt.read_checkpoint(path)
     model = ckpt.model_from_tensors(tensors, metadata, device=device)

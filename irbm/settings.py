@@ -377,6 +377,9 @@ def read_config_file(path) -> dict:
     """The values of a TOML config file (keys as the long options, with underscores), each
     checked against its setting; ValueError naming the file otherwise."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"--config {path} is a directory; give a TOML file (a run's settings "
+                         "are its config.json: `irbm train` on the same --out resumes them)")
     if not path.is_file():
         raise FileNotFoundError(f"config file not found: {path}")
     with open(path, "rb") as stream:

@@ -858,10 +858,13 @@ def test_every_setting_is_a_config_key_recorded_in_the_run(tmp_path):
     ('max_hidden = 5\n', "rbm does not take max_hidden"),
     ('epochs = [1\n', "not valid TOML"),
     (None, "config file not found"),
+    ("a directory", "is a directory; give a TOML file"),
 ])
 def test_bad_config_file_is_a_clean_error(tmp_path, text, fragment):
     config = tmp_path / "options.toml"
-    if text is not None:
+    if text == "a directory":
+        config.mkdir()
+    elif text is not None:
         config.write_text(text)
     before = snapshot(tmp_path)
     assert_clean_error(run_cli("train", "rbm", "digits", "--out", tmp_path / "run",

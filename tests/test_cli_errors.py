@@ -121,3 +121,10 @@ def test_a_run_on_a_moved_data_file_is_evaluated_with_data_dir(tmp_path):
                        "is not the data", "sha256")
     assert_ok(run_cli(*evaluate, "--data-dir", moved.parent))
     assert json.loads((run / "evaluation.json").read_text())["evaluations"][-1]["nll"]
+
+
+@pytest.mark.parametrize("command", ["evaluate", "sample", "plot"])
+def test_a_model_file_named_instead_of_its_run_names_the_run(run_dir, command):
+    assert_clean_error(run_cli(command, run_dir / "model.safetensors"),
+                       "model.safetensors is a file; give the run directory it is in",
+                       f"({run_dir})")
