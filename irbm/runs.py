@@ -274,6 +274,10 @@ def run_model(directory, *, which="best", device=None):
     directory = Path(directory)
     _require_directory(directory)
     path = _model_file(directory, which)
+    if is_run(directory) and not path.exists():  # made by `irbm train`, no epoch finished
+        raise ValueError(f"{directory} holds no model yet ({path.name}): no epoch of its "
+                         "training finished (it was stopped or diverged in the first); run "
+                         "`irbm train` on it again (a smaller --lr if it diverged)")
     tensors, metadata = ckpt.read_checkpoint(path)
     model = ckpt.model_from_tensors(tensors, metadata, device=device)
     return model, ModelSource(path.name, metadata.get("epoch"), model_digest(model))

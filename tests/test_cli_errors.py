@@ -128,3 +128,15 @@ def test_a_model_file_named_instead_of_its_run_names_the_run(run_dir, command):
     assert_clean_error(run_cli(command, run_dir / "model.safetensors"),
                        "model.safetensors is a file; give the run directory it is in",
                        f"({run_dir})")
+
+
+def test_a_run_whose_first_epoch_never_finished_says_so(tmp_path):
+    """A run stopped (or diverged) in its first epoch has its marker and settings but no
+    model: 'checkpoint not found' sent users looking for a file."""
+    run = tmp_path / "run"
+    assert_ok(run_cli("train", "rbm", "digits", "--out", run, "--n-hidden", 4, "--epochs", 1,
+                      "--cd-k", 1, "--quiet"))
+    (run / "model.safetensors").unlink()
+    for command in ("evaluate", "sample"):
+        assert_clean_error(run_cli(command, run), "holds no model yet",
+                           "no epoch of its training finished", "run `irbm train` on it again")
