@@ -238,9 +238,13 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("run", help="run directory")
     sample.add_argument("--n", type=int, default=16, help="number of chains (default 16)")
     sample.add_argument("--steps", type=int, default=10000, help="Gibbs steps (default 10000)")
-    sample.add_argument("--init", choices=["random", "data"], default="random")
-    sample.add_argument("--z-max-init", action="store_true", help="start at z = K (oRBM)")
-    sample.add_argument("--seed", type=int, default=0)
+    sample.add_argument("--init", choices=["random", "data"], default="random",
+                        help="start the chains from uniform random visible vectors, or from "
+                             "--n test rows drawn at random (default random)")
+    sample.add_argument("--z-max-init", action="store_true",
+                        help="take the first hidden step with every trained unit on (z = the "
+                             "model's hidden size; the paper's start for the oRBM and iRBM)")
+    sample.add_argument("--seed", type=int, default=0, help="seed of the chains (default 0)")
     _system_options(sample)
 
     plot = commands_parser.add_parser(
