@@ -242,8 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="start the chains from uniform random visible vectors, or from "
                              "--n test rows drawn at random (default random)")
     sample.add_argument("--z-max-init", action="store_true",
-                        help="take the first hidden step with every trained unit on (z = the "
-                             "model's hidden size; the paper's start for the oRBM and iRBM)")
+                        help="take the first hidden step at z = the model's hidden size "
+                             "(every trained unit selected; the paper's start for the oRBM "
+                             "and iRBM)")
     sample.add_argument("--seed", type=int, default=0, help="seed of the chains (default 0)")
     _system_options(sample)
 
