@@ -19,6 +19,7 @@ so `dataclasses.replace` of ``profile`` alone keeps them: build new settings ins
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 import os
@@ -373,6 +374,14 @@ def check_setting(name: str, value):
     return SPECS[name].check(value)
 
 
+def _closest_key(typed: str) -> str:
+    """"; did you mean n_hidden?" for n-hidden or n_hiden; "" when nothing is close."""
+    spelled = typed.replace("-", "_")
+    close = [spelled] if spelled in CONFIG_KEYS else difflib.get_close_matches(
+        spelled, CONFIG_KEYS, n=1)
+    return f"; did you mean {close[0]} for {typed}?" if close else ""
+
+
 def read_config_file(path) -> dict:
     """The values of a TOML config file (keys as the long options, with underscores), each
     checked against its setting; ValueError naming the file otherwise."""
@@ -388,8 +397,14 @@ def read_config_file(path) -> dict:
         except tomllib.TOMLDecodeError as error:
             raise ValueError(f"config file {path} is not valid TOML: {error}") from None
     unknown = sorted(set(values) - set(CONFIG_KEYS))
+    positional = [key for key in unknown if key in SPECS and SPECS[key].positional]
+    if positional:
+        raise ValueError(f"{', '.join(positional)} in {path}: the family and the dataset are "
+                         "the command's own arguments (`irbm train FAMILY DATASET --config "
+                         "FILE`); leave them out of the file (a sweep's TOML takes them)")
     if unknown:
-        raise ValueError(f"unknown keys in {path}: {', '.join(unknown)} (known: "
+        hints = "".join(_closest_key(key) for key in unknown)
+        raise ValueError(f"unknown keys in {path}: {', '.join(unknown)}{hints} (known: "
                          f"{', '.join(CONFIG_KEYS)})")
     try:
         return {key: check_setting(key, value) for key, value in values.items()}

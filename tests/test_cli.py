@@ -843,8 +843,12 @@ def test_every_setting_is_a_config_key_recorded_in_the_run(tmp_path):
 
 
 @pytest.mark.parametrize("text,fragment", [
-    ('epochs = 1\nn-hidden = 4\n', "unknown keys"),
-    ('family = "rbm"\n', "unknown keys"),  # the positional arguments are not config keys
+    ('epochs = 1\nn-hidden = 4\n', "unknown keys in"),
+    ('epochs = 1\nn-hidden = 4\n', "did you mean n_hidden for n-hidden?"),
+    ('n_hiden = 4\n', "did you mean n_hidden for n_hiden?"),
+    # The positional arguments are not config keys, and the message says where they go.
+    ('family = "rbm"\n', "family in"),
+    ('family = "rbm"\n', "the family and the dataset are the command's own arguments"),
     ('epochs = "2"\n', "epochs must be an integer >= 0, got '2'"),
     ('n_hidden = 4.5\n', "n_hidden must be an integer >= 1"),
     ('pcd = "no"\n', "pcd must be true or false"),
