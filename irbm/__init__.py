@@ -31,6 +31,7 @@ __all__ = ["RBM", "OrderedRBM", "InfiniteRBM", "EnergyModel", "HiddenState", "FA
 def __getattr__(name):
     # Every public submodule loads on first use (`irbm.tempering.X` after `import irbm` alone),
     # so `import irbm` stays light (no matplotlib, no sklearn, no Dask).
-    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+    if name.isidentifier() and not name.startswith("_") and \
+            importlib.util.find_spec(f"{__name__}.{name}") is not None:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'irbm' has no attribute {name!r}")

@@ -307,8 +307,10 @@ def build_parser() -> argparse.ArgumentParser:
 # What Ctrl-C leaves, per command: each saves its work at its own boundaries.
 _INTERRUPTED = {
     "train": "the last checkpoint is intact, and the same command resumes from it",
-    "evaluate": "nothing was recorded; chain batches already saved (ais_partial.npz, "
-                "bracket_partial/) are kept, and the same command goes on from them",
+    "evaluate": "nothing was recorded; AIS chain batches already saved, if any "
+                "(ais_partial.npz, bracket_partial/), are kept, and the same command goes on "
+                "from them",
+    "demo": "finished models are kept, and the same command resumes the interrupted one",
     "sweep": "finished trials are kept, and the same command resumes the others from their "
              "checkpoints",
 }

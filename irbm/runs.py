@@ -208,23 +208,23 @@ def _recorded_data(run_dir) -> dict:
 
 def _data_file(run_dir, dataset: str, data_dir) -> str:
     """Where a run trained on a data file (recorded by its absolute path) finds it now: in
-    ``data_dir`` by its name when given (the file moved), else where it was. A named dataset
-    (mnist, digits, ...) is returned as it is: ``data_dir`` says where its loader looks."""
+    ``data_dir`` by its name when it is there (the file moved), else where it was. A named
+    dataset (mnist, digits, ...) is returned as it is: ``data_dir`` says where its loader
+    looks. The contents are checked after (`check_run_data`)."""
     recorded = Path(dataset)
     if not recorded.is_absolute():
         return dataset
-    if data_dir is not None:
-        moved = Path(data_dir).expanduser() / recorded.name
-        if not moved.is_file():
-            raise ValueError(f"{moved}: no such file; {run_dir} was trained on {recorded.name} "
-                             f"(from {recorded.parent}): pass --data-dir with a directory that "
-                             "holds it")
+    moved = None if data_dir is None else Path(data_dir).expanduser() / recorded.name
+    if moved is not None and moved.is_file():
         return str(moved)
-    if not recorded.exists():
+    if recorded.is_file():
+        return dataset
+    if moved is None:
         raise ValueError(f"{recorded}: no such file, and {run_dir} was trained on it: pass "
                          f"--data-dir with a directory that holds {recorded.name} (its "
                          "contents are checked)")
-    return dataset
+    raise ValueError(f"{run_dir} was trained on {recorded.name}, and neither {recorded} nor "
+                     f"{moved} is a file: pass --data-dir with a directory that holds it")
 
 
 def load_run_dataset(run_dir, data_dir=None):

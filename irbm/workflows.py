@@ -64,8 +64,14 @@ def device_label(device) -> str:
 
 
 def _is_named_dataset(name) -> bool:
+    return _canonical(name) in LOADERS
+
+
+def _canonical(name) -> str:
+    """A named dataset's loader key (Digits, binarized_mnist -> digits, mnist); a path as is."""
     key = str(name).strip().lower()
-    return ALIASES.get(key, key) in LOADERS
+    key = ALIASES.get(key, key)
+    return key if key in LOADERS else str(name)
 
 
 def dataset_key(name) -> str:
@@ -174,7 +180,8 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
     whole = _load_training_data(settings, data_dir)
     if resuming:
         runs.check_run_data(out, whole)
-    _check_split_sizes(settings, whole)
+    else:  # a resumed run goes on with the rows it started with, whatever it recorded
+        _check_split_sizes(settings, whole)
     dataset = whole.subset(settings.train_size, settings.valid_size, settings.test_size)
     record = {"settings": settings.record(),
               "dataset": {"name": dataset.name, "n_visible": dataset.n_visible,
@@ -219,7 +226,7 @@ def _check_resumed_settings(out: Path, settings: Settings, force: bool):
     recorded = runs.read_settings(out).record()
     _refuse_fixed_changes(out, recorded, settings.record())
     trained_on = recorded.get("dataset")
-    if trained_on is not None and trained_on != settings.dataset and (
+    if trained_on is not None and _canonical(trained_on) != _canonical(settings.dataset) and (
             _is_named_dataset(trained_on) or _is_named_dataset(settings.dataset)):
         raise ValueError(f"{out} was trained on {trained_on}; a run cannot change its data "
                          f"on resume (train on {settings.dataset} with a new --out)")

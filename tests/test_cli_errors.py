@@ -114,13 +114,16 @@ def test_a_run_on_a_moved_data_file_is_evaluated_with_data_dir(tmp_path):
     assert_clean_error(run_cli(*evaluate), f"{first}: no such file", "pass --data-dir",
                        "holds rows.npy")
     assert_clean_error(run_cli(*evaluate, "--data-dir", tmp_path / "nowhere"),
-                       "no such file", "trained on rows.npy")
+                       "trained on rows.npy, and neither", "nowhere/rows.npy is a file")
     (tmp_path / "other").mkdir()
     np.save(tmp_path / "other" / "rows.npy", 1 - rows)  # same name, other data
     assert_clean_error(run_cli(*evaluate, "--data-dir", tmp_path / "other"),
                        "is not the data", "sha256")
     assert_ok(run_cli(*evaluate, "--data-dir", moved.parent))
     assert json.loads((run / "evaluation.json").read_text())["evaluations"][-1]["nll"]
+    # A --data-dir without the file (a sweep's, say) still finds it where it was.
+    moved.rename(first)
+    assert_ok(run_cli(*evaluate, "--data-dir", tmp_path / "nowhere"))
 
 
 @pytest.mark.parametrize("command", ["evaluate", "sample", "plot"])
@@ -140,3 +143,19 @@ def test_a_run_whose_first_epoch_never_finished_says_so(tmp_path):
     for command in ("evaluate", "sample"):
         assert_clean_error(run_cli(command, run), "holds no model yet",
                            "no epoch of its training finished", "run `irbm train` on it again")
+
+
+def test_a_run_resumes_under_another_spelling_of_its_dataset_and_past_a_recorded_size(
+        tmp_path):
+    """From a review: 'Digits' is digits (the refusal of another dataset compares loader
+    keys), and a run that recorded more valid rows than its data has (accepted before the
+    sizes were checked) goes on with the rows it started with."""
+    run = tmp_path / "run"
+    assert_ok(run_cli("train", "rbm", "digits", "--out", run, "--n-hidden", 3, "--epochs", 1,
+                      "--cd-k", 1, "--quiet"))
+    config = json.loads((run / "config.json").read_text())
+    config["settings"]["valid_size"] = 5000  # as an older irbm recorded it
+    (run / "config.json").write_text(json.dumps(config))
+    assert_ok(run_cli("train", "rbm", "Digits", "--out", run, "--n-hidden", 3, "--epochs", 2,
+                      "--cd-k", 1, "--quiet", "--force"))
+    assert json.loads((run / "history.json").read_text())["history"][-1]["epoch"] == 2
