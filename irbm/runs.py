@@ -139,6 +139,14 @@ def require_run(directory, command: str = "irbm COMMAND") -> Path:
         raise ValueError(f"{directory} is a sweep directory, not a run: its trials are the "
                          f"runs (`{command} {directory / trials[0]}`, one of "
                          f"{len(trials)}), and `irbm report {directory}` tables them all")
+    if not is_run(directory) and (directory / ckpt.MODEL_FILE).is_file():
+        # Written by Python (irbm.training.CheckpointEvery): a model, but no record of its data
+        # and settings, which every command needs.
+        raise ValueError(f"{directory} holds a model saved from Python ({ckpt.MODEL_FILE}) "
+                         f"but no run records ({MARKER_FILE}, {CONFIG_FILE}): the command line "
+                         "takes runs of `irbm train` or `irbm.workflows.train_run`; in Python, "
+                         f"`irbm.evaluate.ais_nll(irbm.load('{directory}'), test_rows)` "
+                         "evaluates it")
     if not is_run(directory):
         raise ValueError(f"{directory} is not an irbm run directory (it has no {MARKER_FILE}; "
                          f"`irbm train ... --out {directory}` makes one)")

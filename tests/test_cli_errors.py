@@ -159,3 +159,23 @@ def test_a_run_resumes_under_another_spelling_of_its_dataset_and_past_a_recorded
     assert_ok(run_cli("train", "rbm", "Digits", "--out", run, "--n-hidden", 3, "--epochs", 2,
                       "--cd-k", 1, "--quiet", "--force"))
     assert json.loads((run / "history.json").read_text())["history"][-1]["epoch"] == 2
+
+
+def test_a_checkpoint_directory_written_from_python_says_how_to_use_it(tmp_path):
+    """CheckpointEvery writes a model but no run records: the message says what the command
+    line takes and how to evaluate the model in Python (and that way works)."""
+    import torch
+
+    import irbm
+    from irbm.datasets import load_dataset
+    from irbm.training import CheckpointEvery
+    data = load_dataset("digits")
+    trainer = irbm.Trainer(irbm.RBM(data.n_visible, 3), batch_size=50, progress=False)
+    trainer.fit(torch.as_tensor(data.train[:100]), epochs=1,
+                callbacks=[CheckpointEvery(tmp_path / "ck")])
+    for command in ("evaluate", "sample", "plot"):
+        assert_clean_error(run_cli(command, tmp_path / "ck"), "holds a model saved from Python",
+                           "irbm.workflows.train_run", "irbm.evaluate.ais_nll(irbm.load(")
+    estimate = irbm.evaluate.ais_nll(irbm.load(str(tmp_path / "ck")),
+                                     torch.as_tensor(data.test[:20]), n_chains=10, n_betas=20)
+    assert estimate.mean > 0
