@@ -275,14 +275,15 @@ class Settings:
                    if spec.family_option and getattr(self, spec.name) is not None
                    and spec.name not in options]
         if foreign:
-            raise ValueError(f"{self.family} does not take {', '.join(foreign)}; the options "
-                             f"of {self.family} are {', '.join(options) or 'none'}")
+            raise ValueError(f"{self.family} does not take {', '.join(map(_both, foreign))}; "
+                             f"the options of {self.family} are {', '.join(options) or 'none'}")
         if self.random_permutation and not cls.has_z:
-            raise ValueError(f"random_permutation needs a family whose hidden units are ordered "
-                             f"(with z); {self.family} has none")
+            raise ValueError(f"random_permutation (--random-permutation) needs a family whose "
+                             f"hidden units are ordered (with z); {self.family} has none")
         if self.regrouping != "all" and not self.random_permutation:
             raise ValueError(f"regrouping {self.regrouping!r} chooses which units "
-                             "random_permutation permutes; turn random_permutation on too")
+                             "random_permutation permutes; turn random_permutation on too "
+                             "(--random-permutation)")
         for name, value in profile_values(self.profile, cls, self.optimizer).items():
             if getattr(self, name) is None:  # not given: the profile's
                 object.__setattr__(self, name, value)
@@ -380,6 +381,11 @@ def _closest_key(typed: str) -> str:
     close = [spelled] if spelled in CONFIG_KEYS else difflib.get_close_matches(
         spelled, CONFIG_KEYS, n=1)
     return f"; did you mean {close[0]} for {typed}?" if close else ""
+
+
+def _both(name: str) -> str:
+    """A setting as a config key and as its option: "max_hidden (--max-hidden)"."""
+    return f"{name} (--{name.replace('_', '-')})"
 
 
 def read_config_file(path) -> dict:

@@ -617,7 +617,7 @@ BAD_SETTINGS = [
     (["orbm", "digits", "--beta", -1], ["beta must be a finite number > 0"]),
     (["irbm", "digits", "--n-hidden", 8, "--max-hidden", 4], ["max_hidden (4) is smaller"]),
     (["orbm", "digits", "--max-hidden", 50],
-     ["orbm does not take max_hidden", "the options of orbm are n_hidden, beta"]),
+     ["orbm does not take max_hidden (--max-hidden)", "the options of orbm are n_hidden, beta"]),
     (["rbm", "digits", "--beta", 1.5], ["rbm does not take beta", "options of rbm are n_hidden"]),
     (["rbm", "digits", "--random-permutation"], ["random_permutation", "rbm has none"]),
     (["irbm", "digits", "--regrouping", "peng"], ["regrouping 'peng'", "random_permutation on"]),
