@@ -676,7 +676,7 @@ def test_an_interrupted_bracket_resumes_where_it_stopped(run_dir, monkeypatch, c
         patch.setattr(evaluate, "run_reverse_chains", interrupted)
         capsys.readouterr()
         assert main(command(run_dir)) == 130
-    assert "irbm: interrupted; nothing was recorded; chain batches already saved" in \
+    assert "irbm: interrupted; nothing was recorded; AIS chain batches already saved" in \
         capsys.readouterr().err
     work = run_dir / "bracket_partial"
     assert sorted(path.name for path in work.iterdir()) == [
