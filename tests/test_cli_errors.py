@@ -139,10 +139,15 @@ def test_a_run_whose_first_epoch_never_finished_says_so(tmp_path):
     run = tmp_path / "run"
     assert_ok(run_cli("train", "rbm", "digits", "--out", run, "--n-hidden", 4, "--epochs", 1,
                       "--cd-k", 1, "--quiet"))
-    (run / "model.safetensors").unlink()
+    for name in ("model.safetensors", "checkpoint.safetensors", "history.json"):  # epoch 1 cut
+        (run / name).unlink()
     for command in ("evaluate", "sample"):
         assert_clean_error(run_cli(command, run), "holds no model yet",
                            "no epoch of its training finished", "run `irbm train` on it again")
+    # The advice works: the same command trains it, and then it evaluates.
+    assert_ok(run_cli("train", "rbm", "digits", "--out", run, "--n-hidden", 4, "--epochs", 1,
+                      "--cd-k", 1, "--quiet"))
+    assert_ok(run_cli("evaluate", run, "--latest", "--chains", 5, "--betas", 10))
 
 
 def test_a_run_resumes_under_another_spelling_of_its_dataset_and_past_a_recorded_size(
