@@ -47,14 +47,40 @@ class OutOfTime(Exception):
     resumes from them."""
 
 
-def stop_if_late(deadline: float | None, checkpoint_path, batches_left: int):
-    """Raise `OutOfTime` when ``deadline`` (a `time.perf_counter` value) has passed, batches
-    remain, and the finished ones are saved (``checkpoint_path``): without a file the work
-    done would be lost, so such a run goes on."""
-    if deadline is not None and checkpoint_path is not None and batches_left > 0 and \
-            time.perf_counter() > deadline:
-        raise OutOfTime(f"stopped at the deadline with {batches_left} chain batch(es) left; "
-                        f"the finished ones are saved in {checkpoint_path}")
+class Deadline:
+    """A time budget shared by one call's checkpointed runs: past ``at`` (a `time.perf_counter`
+    value) they stop before their next chain batch by raising `OutOfTime`, once any of them
+    has run a batch (``ran``), so that a call resumed past its deadline still makes progress
+    and one that has made some starts no new batch, in this run or the next.
+
+    A run that is not checkpointed goes on: stopped, its finished batches would be lost.
+    """
+
+    def __init__(self, at: float):
+        self.at, self.ran = float(at), False
+
+    @classmethod
+    def of(cls, deadline) -> Deadline | None:
+        """``deadline`` as a Deadline: a float is one that no batch has run against yet."""
+        return deadline if deadline is None or isinstance(deadline, cls) else cls(deadline)
+
+    def check(self, checkpoint_path, batches_left: int):
+        """Raise `OutOfTime` before a batch when the budget is spent (see the class)."""
+        if self.ran and checkpoint_path is not None and time.perf_counter() > self.at:
+            raise OutOfTime(f"stopped at the deadline with {batches_left} chain batch(es) left; "
+                            f"the finished ones are saved in {checkpoint_path}")
+
+
+def run_batches(first: int, total: int, deadline, checkpoint_path):
+    """The indices first, ..., total - 1 of the chain batches a run has left, each yielded once
+    ``deadline`` (float, `Deadline` or None) allows it (`Deadline.check`) and marked run after."""
+    deadline = Deadline.of(deadline)
+    for batch in range(first, total):
+        if deadline is not None:
+            deadline.check(checkpoint_path, total - batch)
+        yield batch
+        if deadline is not None:
+            deadline.ran = True
 
 
 @dataclass
@@ -425,7 +451,8 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
                            path=None, trajectory=None, data=None, seed=None, generator=None,
                            device=None, dtype=None,
                            chain_batch_size: int = 1000, checkpoint_path=None,
-                           deadline: float | None = None, progress: bool = True) -> AISResult:
+                           deadline: float | Deadline | None = None,
+                           progress: bool = True) -> AISResult:
     """ln Z-hat = ln (1/S) sum_s w_s, ln w_s = ln Z_0 + sum_k [F_{t_{k-1}}(v_s) - F_{t_k}(v_s)].
 
     Parameters
@@ -455,9 +482,10 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
     checkpoint_path : str, optional
         .npz file where finished chain batches are saved; a rerun with the same configuration
         (requires ``seed``) resumes from it, a different configuration raises ValueError.
-    deadline : float, optional
+    deadline : float or Deadline, optional
         A `time.perf_counter` value: with ``checkpoint_path``, past it the run stops between
-        batches by raising `OutOfTime` (`stop_if_late`).
+        batches by raising `OutOfTime`, after at least one; a `Deadline` shared by several runs
+        lets a run stop before its first batch once another has run one.
     progress : bool
         Show a tqdm progress bar.
 
@@ -499,7 +527,8 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
         betas_tensor = torch.from_numpy(betas)
         with tqdm(total=(len(sizes) - len(all_log_weights)) * (len(betas) - 1),
                   disable=not progress, desc="AIS", unit="step") as bar:
-            for batch in range(len(all_log_weights), len(sizes)):
+            for batch in run_batches(len(all_log_weights), len(sizes), deadline,
+                                     checkpoint_path):
                 started = time.perf_counter()
                 log_weights, samples = run_chains(make_path(model, base_bias, path, trajectory),
                                                   betas_tensor,
@@ -512,7 +541,6 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
                     save_batches(checkpoint_path, config, {
                         "log_weights": all_log_weights,
                         "samples": [piece.to(torch.uint8) for piece in all_samples]}, seconds)
-                stop_if_late(deadline, checkpoint_path, len(sizes) - batch - 1)
     log_weights = torch.cat(all_log_weights)
     log_z, low, high = log_mean_interval(log_weights)
     return AISResult(log_z, low, high, log_weights,

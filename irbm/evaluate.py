@@ -21,6 +21,7 @@ from ._ais_chains import check_path, run_reverse_chains
 from ._bracket_work import LevelWork, bracket_identity
 from .ais import (
     AISResult,
+    Deadline,
     OutOfTime,
     batch_seed,
     betas_of_equal_length,
@@ -29,9 +30,9 @@ from .ais import (
     make_betas,
     make_path,
     resolve_base,
+    run_batches,
     run_config,
     save_batches,
-    stop_if_late,
     tensor_digest,
     thermodynamic_length,
     tuned_betas,
@@ -218,7 +219,7 @@ def repeat_gap(per_chain: torch.Tensor) -> float | None:
 
 def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, path=None,
               trajectory=None, base_data=None, n_repeats: int = 1, chain_batch_size: int = 1000,
-              checkpoint_path=None, deadline: float | None = None,
+              checkpoint_path=None, deadline: float | Deadline | None = None,
               progress: bool = True) -> RAISEEstimate:
     """mean_n -ln p-hat(v_n) by reverse annealing (RAISE): the pessimistic partner of `ais_nll`.
 
@@ -248,7 +249,7 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
         .npz file where finished chain batches are saved; a rerun with the same configuration
         (model, rows, schedule, base, repeats, batch size; requires ``seed``) resumes from it and
         gives what an uninterrupted run gives, a different configuration raises ValueError.
-    deadline : float, optional
+    deadline : float or `irbm.ais.Deadline`, optional
         As in `irbm.ais.estimate_log_partition`: past it, a checkpointed run stops between
         batches (`irbm.ais.OutOfTime`).
     """
@@ -279,7 +280,7 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
         starts = range(0, rows.shape[0], chain_batch_size)
         with tqdm(total=(len(starts) - len(pieces)) * (len(schedule) - 1),
                   disable=not progress, desc="RAISE", unit="step") as bar:
-            for batch in range(len(pieces), len(starts)):
+            for batch in run_batches(len(pieces), len(starts), deadline, checkpoint_path):
                 chunk = rows[starts[batch]:starts[batch] + chain_batch_size]
                 pieces.append(run_reverse_chains(make_path(model, base_bias, path, trajectory),
                                                  schedule,
@@ -288,7 +289,6 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
                 if checkpoint_path is not None:
                     save_batches(checkpoint_path, config, {"log_ratios": pieces},
                                  time.perf_counter() - started)
-                stop_if_late(deadline, checkpoint_path, len(starts) - batch - 1)
         log_ratios = torch.cat(pieces).view(data.shape[0], n_repeats)
         per_chain = (log_ratios - free_energies(model, rows).view(-1, n_repeats)
                      - annealing.log_base_partition)
@@ -624,7 +624,7 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         # same call resumes; a later level is started only when the last one's time says it
         # fits (below), and runs to its end: cut, it would leave work a --continue cannot use.
         deadline = None if max_seconds is None or work is None or not stop_inside_level \
-            else started + float(max_seconds)
+            else Deadline(started + float(max_seconds))
         while True:
             level_started, restored_before = time.perf_counter(), restored + schedules.restored
             # Levels draw independent chains, so their bounds are independent estimates.

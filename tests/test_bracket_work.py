@@ -145,6 +145,28 @@ def test_the_budget_stops_the_first_level_between_saved_batches(tmp_path, monkey
     assert "stopped at the time budget after 25 temperatures" in " ".join(alone.reasons)
 
 
+def test_past_the_budget_no_new_run_starts_once_a_batch_has_run(tmp_path, monkeypatch):
+    """The deadline is checked before every chain batch, a run's first included, once the call
+    has run one: so each call past its budget adds exactly one batch to the level, and the call
+    that finishes a run (the pinned path's 4 AIS batches) does not go on into the next one's
+    first batch (RAISE's), which at size is a whole batch, minutes to hours, past the budget."""
+    monkeypatch.setattr(evaluate, "CPU_CHAIN_BATCH", 5)
+    model, rows, train = _model(), _data(4, 200, 0.5), _data(6, 300, 0.4)
+    work, saved = tmp_path / "work", []
+    for _ in range(6):
+        with pytest.raises(BracketUnfinished):
+            bracket_nll(model, rows, base_data=train, work_dir=work,
+                        **{**SETTINGS, "max_seconds": 1e-6})
+        counts = {}
+        for path in sorted(work.glob("25-*.npz")):
+            with np.load(path) as batches:
+                counts[path.stem] = len(batches["batch_sizes"])
+        saved.append(counts)
+    assert saved[3] == {"25-pinned-ais": 4}
+    assert saved[5] == {"25-pinned-ais": 4, "25-pinned-raise": 2}
+    assert [sum(counts.values()) for counts in saved] == [1, 2, 3, 4, 5, 6]
+
+
 def test_another_brackets_work_is_refused_before_any_work(tmp_path, monkeypatch):
     """Leftovers of a bracket with other settings are neither mixed in nor deleted: the call
     is refused, naming what differs and the way out, before any work; so is a directory in
