@@ -22,7 +22,7 @@ from .settings import GROUPS, SPECS, SettingSpec
 _ARGUMENT_TYPES = {int: int, float: float, str: str}
 # Counts checked once parsed, before any work or banner: {command: {dest: (option, minimum)}}.
 _COUNTS = {"evaluate": {"chains": ("--chains", 1), "betas": ("--betas", 2),
-                        "raise_rows": ("--raise", 0), "raise_repeats": ("--raise-repeats", 1),
+                        "raise_repeats": ("--raise-repeats", 1),
                         "seed": ("--seed", 0)},
            "sample": {"n": ("--n", 1), "steps": ("--steps", 0), "seed": ("--seed", 0)},
            "sweep": {"workers": ("--workers", 1)}}
@@ -72,6 +72,20 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def _raise_rows(text: str) -> int:
+    """argparse type of --raise's ROWS: an integer >= 1; all test rows is --raise alone, which
+    argparse passes as 0 without this check (the Python API's "all rows")."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of test rows, got {text!r}") \
+            from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}; give --raise "
+                                         "alone for all test rows, or leave it out for none")
     return value
 
 
@@ -171,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--latest", action="store_true", help="evaluate the latest model "
                           "rather than the best")
     evaluate.add_argument("--seed", type=int, default=None, help="(default 0)")
-    evaluate.add_argument("--raise", dest="raise_rows", nargs="?", type=int, const=0,
+    evaluate.add_argument("--raise", dest="raise_rows", nargs="?", type=_raise_rows, const=0,
                           default=None, metavar="ROWS",
                           help="also RAISE's conservative test NLL (an upper bound in "
                           "expectation), on the first ROWS test rows (default: all; with "

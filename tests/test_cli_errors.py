@@ -41,7 +41,10 @@ def test_a_missing_option_is_one_line_naming_the_help(tmp_path):
 @pytest.mark.parametrize("args,fragment", [
     (["evaluate", "{run}", "--chains", -5], "--chains must be an integer >= 1, got -5"),
     (["evaluate", "{run}", "--betas", 1], "--betas must be an integer >= 2, got 1"),
-    (["evaluate", "{run}", "--raise", -3], "--raise must be an integer >= 0, got -3"),
+    (["evaluate", "{run}", "--raise", -3], "--raise: must be an integer >= 1, got -3"),
+    # 0 rows is neither none (leave --raise out) nor all (--raise alone, argparse's 0)
+    (["evaluate", "{run}", "--raise", 0], "--raise: must be an integer >= 1, got 0; give "
+     "--raise alone for all test rows, or leave it out for none"),
     (["evaluate", "{run}", "--seed", -1], "--seed must be an integer >= 0, got -1"),
     (["evaluate", "{run}", "--max-seconds", 60], "--max-seconds 60.0 is the time budget of "
      "--bracket; add --bracket, or leave --max-seconds out"),
