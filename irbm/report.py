@@ -143,6 +143,7 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
     bracket = _latest_bracket(run_dir, record, others)
     return {
         "run": str(run_dir), "dataset": record.get("dataset", ""),
+        "data_sha256": runs.recorded_data(run_dir).get("sha256"),
         "Run": str(run_dir), DATASET: record.get("dataset", ""),
         "Model": _model_name(record),
         "Size": str(record["n_hidden"]),
@@ -172,6 +173,22 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
             [] if bracket is None else [f"bracket not certified: {reason}"
                                         for reason in bracket["reasons"]]),
     }
+
+
+def _tell_data_apart(rows) -> list[dict]:
+    """The rows, where one dataset name stands for different data (files of one name in two
+    directories) with the start of each row's data sha256 after it, so that the Dataset column
+    and the header never show two datasets as one."""
+    digests = {}
+    for row in rows:
+        digests.setdefault(row["dataset"], set()).add(row["data_sha256"])
+    labelled = []
+    for row in rows:
+        if len(digests[row["dataset"]]) > 1:
+            label = f"{row['dataset']} (data sha256 {(row['data_sha256'] or 'unrecorded')[:8]})"
+            row = {**row, "dataset": label, DATASET: label}
+        labelled.append(row)
+    return labelled
 
 
 def _columns(rows) -> tuple:
@@ -259,7 +276,7 @@ def write_report(run_dirs, out_dir=None, *, allow_stale=False) -> tuple[Path, Pa
     Each run shows its current model's evaluations pooled (`run_row`) and its latest
     bracket; see `run_row` for stale ones."""
     run_dirs = [Path(r) for r in run_dirs]
-    rows = [run_row(r, allow_stale=allow_stale) for r in run_dirs]
+    rows = _tell_data_apart([run_row(r, allow_stale=allow_stale) for r in run_dirs])
     out_dir = prepare_directory(Path.cwd() / DEFAULT_DIRECTORY if out_dir is None else out_dir)
     datasets = sorted({row["dataset"] for row in rows})
     markdown = (f"# irbm report\n\nDataset: {', '.join(datasets)}. ln Z by AIS; average NLL "

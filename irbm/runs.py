@@ -194,14 +194,14 @@ def run_data_dir(run_dir, data_dir=None):
     (else None: `irbm.datasets.load_dataset` looks in its usual places)."""
     if data_dir is not None:
         return data_dir
-    recorded = _recorded_data(run_dir).get("data_dir")
+    recorded = recorded_data(run_dir).get("data_dir")
     return recorded if recorded and Path(recorded).is_dir() else None
 
 
 def check_run_data(run_dir, dataset):
     """ValueError unless ``dataset`` (whole, before any subset) is the data the run was
     trained on, by the sha256 in its ``config.json`` (runs that predate it are not checked)."""
-    expected = _recorded_data(run_dir).get("sha256")
+    expected = recorded_data(run_dir).get("sha256")
     found = data_digest(dataset)
     if expected is not None and found != expected:
         raise ValueError(f"{dataset.source or dataset.name} is not the data {run_dir} was "
@@ -209,7 +209,9 @@ def check_run_data(run_dir, dataset):
                          f"{expected[:12]}...): pass --data-dir with the run's data")
 
 
-def _recorded_data(run_dir) -> dict:
+def recorded_data(run_dir) -> dict:
+    """What ``config.json`` recorded of the run's data (`data_record`, with its name); {}
+    for runs made before it was recorded."""
     record = read_json(Path(run_dir) / CONFIG_FILE).get("dataset")
     return record if isinstance(record, dict) else {}
 

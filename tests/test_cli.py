@@ -42,7 +42,7 @@ from irbm.ais import estimate_log_partition
 from irbm.checkpoint import read_checkpoint
 from irbm.datasets import load_dataset
 from irbm.evaluate import nll
-from irbm.runs import BEST_FILE, data_digest, load_run_model, model_digest
+from irbm.runs import BEST_FILE, data_digest, load_run_model, model_digest, recorded_data
 from irbm.settings import CONFIG_KEYS, SPECS
 
 SMALL = ["--train-size", 300, "--valid-size", 100, "--test-size", 100]
@@ -453,6 +453,32 @@ def test_a_report_over_two_datasets_names_each_rows_run_and_data(tmp_path):
     assert [(row["Run"], row["Dataset"]) for row in table] == [
         (str(run), evaluations(run)[-1]["dataset"]) for run in runs_.values()]
     assert table[0]["Dataset"] == "digits" and "own" in table[1]["Dataset"]
+
+
+def test_a_report_tells_apart_two_files_of_one_name(tmp_path):
+    """Runs on rows.npy from two directories showed one dataset twice under one label; each
+    label now carries the start of its data's sha256 (`irbm.runs.data_digest`), and a run
+    on a copy of the same data shares its label."""
+    generator = np.random.default_rng(0)
+    runs_ = []
+    for name, seed_rows in (("a", 0), ("b", 1), ("c", 0)):
+        (tmp_path / name).mkdir()
+        rows = (np.random.default_rng(seed_rows).random((200, 64)) < 0.3).astype(np.float32)
+        np.save(tmp_path / name / "rows.npy", rows)
+        run = tmp_path / f"on-{name}"
+        assert_ok(run_cli("train", "rbm", tmp_path / name / "rows.npy", "--out", run,
+                          "--n-hidden", 4, "--epochs", 1, "--cd-k", 1, "--quiet", "--seed",
+                          int(generator.integers(100))))
+        assert_ok(run_cli("evaluate", run, "--latest", "--chains", 10, "--betas", 20))
+        runs_.append(run)
+    assert_ok(run_cli("report", *runs_, "--out", tmp_path / "report"))
+    text = (tmp_path / "report" / "report.md").read_text()
+    labels = [row["Dataset"] for row in parse_markdown_table(text)]
+    digests = [recorded_data(run)["sha256"] for run in runs_]
+    name = evaluations(runs_[0])[-1]["dataset"]
+    assert labels == [f"{name} (data sha256 {digest[:8]})" for digest in digests]
+    assert labels[0] == labels[2] != labels[1]
+    assert f"Dataset: {', '.join(sorted(set(labels)))}." in text
 
 
 def test_report_over_several_runs_matches_the_evaluations(pipeline, tmp_path, monkeypatch):
