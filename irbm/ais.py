@@ -64,20 +64,26 @@ class Deadline:
         """``deadline`` as a Deadline: a float is one that no batch has run against yet."""
         return deadline if deadline is None or isinstance(deadline, cls) else cls(deadline)
 
-    def check(self, checkpoint_path, batches_left: int):
-        """Raise `OutOfTime` before a batch when the budget is spent (see the class)."""
+    def check(self, checkpoint_path, batch: int, total: int):
+        """Raise `OutOfTime` before chain batch ``batch`` of ``total`` when the budget is spent
+        (see the class)."""
         if self.ran and checkpoint_path is not None and time.perf_counter() > self.at:
-            raise OutOfTime(f"stopped at the deadline with {batches_left} chain batch(es) left; "
-                            f"the finished ones are saved in {checkpoint_path}")
+            saved = (f"the finished ones are saved in {checkpoint_path}" if batch else
+                     "none of this run's had started")
+            raise OutOfTime(f"stopped at the deadline with {total - batch} of {total} chain "
+                            f"batch(es) left; {saved}")
 
 
 def run_batches(first: int, total: int, deadline, checkpoint_path):
     """The indices first, ..., total - 1 of the chain batches a run has left, each yielded once
-    ``deadline`` (float, `Deadline` or None) allows it (`Deadline.check`) and marked run after."""
+    ``deadline`` (float, `Deadline` or None) allows it (`Deadline.check`) and marked run when
+    the loop asks for the next one (a batch whose body raised is not: the call ends there).
+
+    Pilot runs of a schedule, small and saved, are not batches: they are not checked."""
     deadline = Deadline.of(deadline)
     for batch in range(first, total):
         if deadline is not None:
-            deadline.check(checkpoint_path, total - batch)
+            deadline.check(checkpoint_path, batch, total)
         yield batch
         if deadline is not None:
             deadline.ran = True
@@ -566,7 +572,7 @@ def resolve_base(model, base, data):
     if base is None:
         base = model.default_ais_base
         if base == "data" and data is None:
-            raise ValueError(f"the default AIS base of a {model.display_name} is the data base "
+            raise ValueError(f"the default AIS base of the {model.display_name} is the data base "
                              'rate: pass data (e.g. the training set), or base="model"')
     if isinstance(base, str):
         if base == "model":

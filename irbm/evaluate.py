@@ -251,7 +251,8 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
         gives what an uninterrupted run gives, a different configuration raises ValueError.
     deadline : float or `irbm.ais.Deadline`, optional
         As in `irbm.ais.estimate_log_partition`: past it, a checkpointed run stops between
-        batches (`irbm.ais.OutOfTime`).
+        batches (`irbm.ais.OutOfTime`), after at least one; a `irbm.ais.Deadline` shared by
+        several runs lets a run stop before its first batch once another has run one.
     """
     if checkpoint_path is not None and seed is None:
         raise ValueError("resuming from checkpoint_path needs an explicit integer seed")

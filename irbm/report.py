@@ -23,6 +23,7 @@ DATASET = "Dataset"  # a column shown only when the rows come from more than one
 NOTE = "Note"  # a column shown only when a row is stale
 WARNINGS = "Warnings"  # footnote marks, a column shown only when a row has warnings
 MARKER_FILE = "irbm-report.json"
+DIGEST_SHOWN = 12  # hex digits of a data sha256 in a label, as in irbm.runs' messages
 REPORT_FORMAT, REPORT_VERSION = "irbm-report", 1
 DEFAULT_DIRECTORY = "report"
 
@@ -178,15 +179,19 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
 def _tell_data_apart(rows) -> list[dict]:
     """The rows, where one dataset name stands for different data (files of one name in two
     directories) with the start of each row's data sha256 after it, so that the Dataset column
-    and the header never show two datasets as one."""
+    and the header never show two datasets as one. A run that recorded no sha256 (made before
+    it was) differs from none: it is labelled "data not recorded" only beside such rows."""
     digests = {}
     for row in rows:
-        digests.setdefault(row["dataset"], set()).add(row["data_sha256"])
+        if row["data_sha256"]:
+            digests.setdefault(row["dataset"], set()).add(row["data_sha256"])
     labelled = []
     for row in rows:
-        if len(digests[row["dataset"]]) > 1:
-            label = f"{row['dataset']} (data sha256 {(row['data_sha256'] or 'unrecorded')[:8]})"
-            row = {**row, "dataset": label, DATASET: label}
+        if len(digests.get(row["dataset"], ())) > 1:
+            shown = (f"sha256 {row['data_sha256'][:DIGEST_SHOWN]}" if row["data_sha256"] else
+                     "not recorded")
+            row = {**row, "dataset": f"{row['dataset']} (data {shown})",
+                   DATASET: f"{row['dataset']} (data {shown})"}
         labelled.append(row)
     return labelled
 

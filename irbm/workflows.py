@@ -355,6 +355,11 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
         if value is not None and not bracket:
             raise ValueError(f"{option} {value} is {role}; add --bracket, or leave {option} "
                              "out")
+    if bracket and raise_rows == 0:
+        raise_rows = None  # --raise alone: with --bracket, the default (or stored) rows
+    if bracket and raise_rows is not None and raise_rows < 2:
+        raise ValueError(f"--raise {raise_rows}: a bracket's conservative side needs at least "
+                         "2 RAISE rows for its standard error (default 300)")
     continued = None
     # A budget inherited by --continue was sized for the stored, shorter levels: it must not
     # cut the new one (every call would stop inside it), only decide whether another starts.

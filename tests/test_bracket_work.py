@@ -9,6 +9,7 @@ tests/test_cli_runs.py.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -261,3 +262,35 @@ def test_raise_resumes_from_its_saved_chain_batches(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="raise.npz is unreadable .*; delete it to run its "
                                          "chains afresh"):
         raise_nll(model, rows, checkpoint_path=path, **options)
+
+
+@pytest.mark.parametrize("which", ["ais", "raise"])
+def test_a_deadline_stops_a_saved_run_between_batches_and_a_shared_one_before_them(
+        tmp_path, which):
+    """Given as a time already past, a deadline lets each call of a checkpointed run do one
+    chain batch and stop (`OutOfTime`, naming the file), and the call that does the last one
+    returns what a run with no deadline returns; a run with no file to save to goes on to the
+    end. A `Deadline` shared with runs that have done a batch stops a run before its first."""
+    model, rows = _model(), _data(4, 15, 0.5)
+
+    def run(**options):
+        if which == "ais":
+            return ais.estimate_log_partition(model, 15, n_betas=20, seed=3, chain_batch_size=5,
+                                              base="model",
+                                              progress=False, **options).log_weights
+        return raise_nll(model, rows, n_betas=20, seed=3, chain_batch_size=5, progress=False,
+                         **options).log_likelihoods
+
+    whole, path = run(), tmp_path / "run.npz"
+    for left in (2, 1):
+        with pytest.raises(ais.OutOfTime, match=rf"with {left} of 3 chain batch\(es\) left; "
+                                                rf"the finished ones are saved in "
+                                                rf"{re.escape(str(path))}"):
+            run(checkpoint_path=path, deadline=0.0)
+    assert torch.equal(run(checkpoint_path=path, deadline=0.0), whole)
+    assert torch.equal(run(deadline=0.0), whole)
+    shared, other = ais.Deadline(0.0), tmp_path / "other.npz"
+    shared.ran = True
+    with pytest.raises(ais.OutOfTime, match="with 3 of 3 chain batch.*none of this run's had"):
+        run(checkpoint_path=other, deadline=shared)
+    assert not other.exists()

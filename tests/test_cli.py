@@ -457,11 +457,12 @@ def test_a_report_over_two_datasets_names_each_rows_run_and_data(tmp_path):
 
 def test_a_report_tells_apart_two_files_of_one_name(tmp_path):
     """Runs on rows.npy from two directories showed one dataset twice under one label; each
-    label now carries the start of its data's sha256 (`irbm.runs.data_digest`), and a run
-    on a copy of the same data shares its label."""
+    label now carries the start of its data's sha256 (`irbm.runs.data_digest`), a run on a copy
+    of the same data shares its label, and a run that recorded no sha256 (made before it was)
+    is set apart from none: labelled "not recorded" beside the others, unlabelled alone."""
     generator = np.random.default_rng(0)
     runs_ = []
-    for name, seed_rows in (("a", 0), ("b", 1), ("c", 0)):
+    for name, seed_rows in (("a", 0), ("b", 1), ("c", 0), ("d", 0)):
         (tmp_path / name).mkdir()
         rows = (np.random.default_rng(seed_rows).random((200, 64)) < 0.3).astype(np.float32)
         np.save(tmp_path / name / "rows.npy", rows)
@@ -471,14 +472,20 @@ def test_a_report_tells_apart_two_files_of_one_name(tmp_path):
                           int(generator.integers(100))))
         assert_ok(run_cli("evaluate", run, "--latest", "--chains", 10, "--betas", 20))
         runs_.append(run)
+    config = json.loads((runs_[3] / "config.json").read_text())
+    del config["dataset"]["sha256"]
+    (runs_[3] / "config.json").write_text(json.dumps(config))
     assert_ok(run_cli("report", *runs_, "--out", tmp_path / "report"))
     text = (tmp_path / "report" / "report.md").read_text()
     labels = [row["Dataset"] for row in parse_markdown_table(text)]
-    digests = [recorded_data(run)["sha256"] for run in runs_]
     name = evaluations(runs_[0])[-1]["dataset"]
-    assert labels == [f"{name} (data sha256 {digest[:8]})" for digest in digests]
+    assert labels == [f"{name} (data sha256 {recorded_data(run)['sha256'][:12]})"
+                      for run in runs_[:3]] + [f"{name} (data not recorded)"]
     assert labels[0] == labels[2] != labels[1]
     assert f"Dataset: {', '.join(sorted(set(labels)))}." in text
+    assert_ok(run_cli("report", runs_[0], runs_[2], runs_[3], "--out", tmp_path / "same"))
+    text = (tmp_path / "same" / "report.md").read_text()
+    assert "Dataset" not in parse_markdown_table(text)[0] and f"Dataset: {name}." in text
 
 
 def test_report_over_several_runs_matches_the_evaluations(pipeline, tmp_path, monkeypatch):

@@ -45,6 +45,8 @@ def test_a_missing_option_is_one_line_naming_the_help(tmp_path):
     # 0 rows is neither none (leave --raise out) nor all (--raise alone, argparse's 0)
     (["evaluate", "{run}", "--raise", 0], "--raise: must be an integer >= 1, got 0; give "
      "--raise alone for all test rows, or leave it out for none"),
+    (["evaluate", "{run}", "--bracket", "--raise", 1], "--raise 1: a bracket's conservative "
+     "side needs at least 2 RAISE rows for its standard error (default 300)"),
     (["evaluate", "{run}", "--seed", -1], "--seed must be an integer >= 0, got -1"),
     (["evaluate", "{run}", "--max-seconds", 60], "--max-seconds 60.0 is the time budget of "
      "--bracket; add --bracket, or leave --max-seconds out"),

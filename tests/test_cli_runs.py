@@ -502,6 +502,7 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
             (["--betas", "400"], "--betas: a continued bracket doubles the temperatures"),
             (["--ais-path", "pinned"], "--ais-path pinned: the stored bracket ran with linear"),
             (["--raise-repeats", "2"], "--raise-repeats 2: the stored bracket ran with 4"),
+            (["--raise", "30"], "--raise 30: the stored bracket ran with 20"),
             (["--base", "model"], "--base model: the stored bracket ran with both bases")):
         refusal = run_cli("evaluate", run_dir, "--bracket", "--continue", *options)
         assert refusal.code != 0 and message in refusal.err, refusal.err
@@ -514,8 +515,9 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
     assert refusal.code != 0 and "--raise-repeats" in refusal.err, refusal.err
     assert snapshot(run_dir) == before
     capsys.readouterr()
+    # --raise alone, with --bracket the default rows, is the stored bracket's when continued
     assert main(["evaluate", str(run_dir), "--bracket", "--continue", "--seed", "4",
-                 "--max-seconds", "2"]) == 0
+                 "--max-seconds", "2", "--raise"]) == 0
     out = capsys.readouterr().out
     assert f"continuing {len(stored['bracket']['levels'])} stored levels" in out
     # Four reverse chains per row by default: each level says the gap they leave.
