@@ -529,25 +529,11 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     -------
     Bracket
     """
-    tolerance = float(tolerance)
-    if not tolerance > 0:
-        raise ValueError(f"tolerance must be > 0 nats, got {tolerance}")
-    if max_seconds is not None and not float(max_seconds) > 0:
-        raise ValueError(f"max_seconds must be > 0, got {max_seconds}")
-    if isinstance(n_chains, bool) or int(n_chains) != n_chains or n_chains < 2:
-        raise ValueError(f"n_chains must be an integer >= 2 (the spread of the weights is "
-                         f"needed), got {n_chains!r}")
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
-    if isinstance(raise_repeats, bool) or int(raise_repeats) != raise_repeats or \
-            raise_repeats < 1:
-        raise ValueError(f"raise_repeats must be an integer >= 1 (reverse chains per row), "
-                         f"got {raise_repeats!r}")
-    raise_repeats = int(raise_repeats)
+    tolerance, raise_repeats = _checked_settings(tolerance, max_seconds, n_chains, schedule,
+                                                 raise_repeats)
     paths = tuple(paths or model.ais_paths + (("trajectory",) if trajectory else ()))
-    for kind in paths:
-        if kind != "trajectory" or trajectory is None:
-            model.check_ais_path(kind)
+    bases = tuple(bases or (("data", "model") if base_data is not None else ("model",)))
+    routes = _routes(model, paths, bases, trajectory, base_data)
     make_betas(n_betas)  # validates
     if pilot_betas is None:
         pilot_betas = (min(PILOT_BETAS, int(n_betas)) if resume is None
@@ -563,17 +549,6 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         raise ValueError(f"rows must lie in 2..{data.shape[0]} (the data's rows), got {rows}")
     order = torch.randperm(data.shape[0], generator=torch.Generator().manual_seed(seed))
     subset = data[order[:n_rows].to(data.device)]
-    bases = tuple(bases or (("data", "model") if base_data is not None else ("model",)))
-    if "descents" in bases:
-        raise ValueError("the descents base serves AIS runs and --tempering cross-checks, not "
-                         "brackets: RAISE from it anneals the test rows towards the deep basins "
-                         "(on the CalTech101 RBM-100 its NLL was 85 nats too high); bracket "
-                         "from the data or model base, then cross-check with --tempering "
-                         "SWEEPS --base descents")
-    if not set(bases) <= {"data", "model"} or ("data" in bases and base_data is None):
-        raise ValueError(f'bases must be "data" (with base_data) and/or "model", got {bases}')
-    routes = {(f"{kind}, {base} base" if len(bases) > 1 else kind): (kind, base)
-              for kind in paths for base in bases}
     pilot_data = base_data if pilot_data is None else pilot_data
     if schedule == "tuned" and pilot_data is None:
         schedule = "tuned-forward"  # tuning RAISE on the rows it bounds would fit it to them
@@ -645,36 +620,14 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                     "call again goes on from them (a larger budget lets the level finish)"
                 ) from None
             restored += seconds_read
-            best_path = max(routes, key=lambda route: level["ais"][route]["log_z"])
-            level.update(best_path=best_path,
-                         own_optimistic_sigma=level["ais"][best_path]["sigma"],
-                         own_optimistic=float(free_all.mean()) + max(
-                             level["ais"][best_path]["log_z"], floor))
-            # The optimistic side pools every AIS run of every level so far (`pooled_log_z`): one
-            # unbiased estimate of Z, so its log is a stochastic lower bound of ln Z. The largest
-            # of many runs is not: it overshoots by ln(runs) when one lucky chain carries it.
-            # The diagnostics (weights, effective sample size, warnings) are of the highest single
-            # run of this call: a stored level keeps its numbers, not its weights.
-            if ais_kept is None or level["own_optimistic"] > max(
-                    earlier["own_optimistic"] for earlier in levels[resumed_levels:]):
-                ais_kept = results[best_path]
-            log_z = max(pooled_log_z([*levels, level]), floor)
-            level.update(log_z=log_z, optimistic=float(free_all.mean()) + log_z,
-                         optimistic_rows=float(free_rows.mean()) + log_z)
-            # The conservative side: the lowest RAISE NLL of any level that this optimistic side
-            # does not refute (RAISE bounds its annealing model's NLL, see irbm.bracket).
-            judge_conservative([*levels, level], floor=floor)
+            if _close_level(level, levels, this_call=levels[resumed_levels:], floor=floor,
+                            free_all=free_all, free_rows=free_rows):
+                ais_kept = results[level["best_path"]]
             level["seconds"] = (time.perf_counter() - level_started + restored
                                 + schedules.restored - restored_before)
             levels.append(level)
             if echo is not None:
-                gap = level["raise"].get(level["raise_path"], {}).get("repeat_gap")
-                echo(f"  {n_temperatures} temperatures: NLL in [{level['own_optimistic']:.2f}, "
-                     f"{level['own_conservative']:.2f}] (AIS {best_path}, RAISE "
-                     f"{level['raise_path'] or 'refuted on every route'}"
-                     + ("" if gap is None else f", {gap:.2f} nat short for want of chains per row")
-                     + f"; {level['seconds']:.0f} s); best of all levels: "
-                     f"[{level['optimistic']:.2f}, {level['conservative']:.2f}]")
+                echo(_level_line(level))
             if not verdict(levels, tolerance=tolerance, out_of_time=False):
                 break
             elapsed = time.perf_counter() - started
@@ -715,6 +668,79 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     finally:  # the files stay for a call to resume (or for the caller, with keep_work)
         if work is not None:
             work.release()
+
+
+def _checked_settings(tolerance, max_seconds, n_chains, schedule, raise_repeats):
+    """(tolerance, raise_repeats) as numbers, or ValueError naming the first setting of
+    `bracket_nll` out of its range."""
+    tolerance = float(tolerance)
+    if not tolerance > 0:
+        raise ValueError(f"tolerance must be > 0 nats, got {tolerance}")
+    if max_seconds is not None and not float(max_seconds) > 0:
+        raise ValueError(f"max_seconds must be > 0, got {max_seconds}")
+    if isinstance(n_chains, bool) or int(n_chains) != n_chains or n_chains < 2:
+        raise ValueError(f"n_chains must be an integer >= 2 (the spread of the weights is "
+                         f"needed), got {n_chains!r}")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
+    if isinstance(raise_repeats, bool) or int(raise_repeats) != raise_repeats or \
+            raise_repeats < 1:
+        raise ValueError(f"raise_repeats must be an integer >= 1 (reverse chains per row), "
+                         f"got {raise_repeats!r}")
+    return tolerance, int(raise_repeats)
+
+
+def _routes(model, paths, bases, trajectory, base_data) -> dict:
+    """{route name: (path, base)} for every annealing path in ``paths`` from every base in
+    ``bases``, or ValueError naming a path or base a bracket cannot run."""
+    for kind in paths:
+        if kind != "trajectory" or trajectory is None:
+            model.check_ais_path(kind)
+    if "descents" in bases:
+        raise ValueError("the descents base serves AIS runs and --tempering cross-checks, not "
+                         "brackets: RAISE from it anneals the test rows towards the deep basins "
+                         "(on the CalTech101 RBM-100 its NLL was 85 nats too high); bracket "
+                         "from the data or model base, then cross-check with --tempering "
+                         "SWEEPS --base descents")
+    if not set(bases) <= {"data", "model"} or ("data" in bases and base_data is None):
+        raise ValueError(f'bases must be "data" (with base_data) and/or "model", got {bases}')
+    return {(f"{kind}, {base} base" if len(bases) > 1 else kind): (kind, base)
+            for kind in paths for base in bases}
+
+
+def _close_level(level, levels, *, this_call, floor, free_all, free_rows) -> bool:
+    """Add to a level's record (`_run_level`) its best route and both sides of the bracket
+    over ``levels`` and it (free energies: ``free_all`` (N,), ``free_rows`` (R,)); True when
+    its best AIS run is higher than those of the levels ``this_call`` ran, whose diagnostics
+    (weights, effective sample size, warnings) the bracket then reports: a stored level keeps
+    its numbers, not its weights."""
+    best_path = max(level["ais"], key=lambda route: level["ais"][route]["log_z"])
+    level.update(best_path=best_path,
+                 own_optimistic_sigma=level["ais"][best_path]["sigma"],
+                 own_optimistic=float(free_all.mean()) + max(
+                     level["ais"][best_path]["log_z"], floor))
+    # The optimistic side pools every AIS run of every level so far (`pooled_log_z`): one
+    # unbiased estimate of Z, so its log is a stochastic lower bound of ln Z. The largest of
+    # many runs is not: it overshoots by ln(runs) when one lucky chain carries it.
+    log_z = max(pooled_log_z([*levels, level]), floor)
+    level.update(log_z=log_z, optimistic=float(free_all.mean()) + log_z,
+                 optimistic_rows=float(free_rows.mean()) + log_z)
+    # The conservative side: the lowest RAISE NLL of any level that this optimistic side does
+    # not refute (RAISE bounds its annealing model's NLL, see irbm.bracket).
+    judge_conservative([*levels, level], floor=floor)
+    return not this_call or level["own_optimistic"] > max(
+        earlier["own_optimistic"] for earlier in this_call)
+
+
+def _level_line(level) -> str:
+    """The line a finished level echoes: its own sides and the bracket's so far."""
+    gap = level["raise"].get(level["raise_path"], {}).get("repeat_gap")
+    return (f"  {level['n_betas']} temperatures: NLL in [{level['own_optimistic']:.2f}, "
+            f"{level['own_conservative']:.2f}] (AIS {level['best_path']}, RAISE "
+            f"{level['raise_path'] or 'refuted on every route'}"
+            + ("" if gap is None else f", {gap:.2f} nat short for want of chains per row")
+            + f"; {level['seconds']:.0f} s); best of all levels: "
+            f"[{level['optimistic']:.2f}, {level['conservative']:.2f}]")
 
 
 class _Schedules:
