@@ -40,6 +40,8 @@ from ._io import atomic_write
 from .kernels import runs_on
 from .models import TrajectoryPath
 
+MIN_JUDGED_CHAINS = 30  # AIS chains below which the spread of the weights says too little
+
 
 class OutOfTime(Exception):
     """A checkpointed run stopped between chain batches because its ``deadline`` passed: the
@@ -146,8 +148,8 @@ class AISResult:
         """Plain-words problems of this estimate, each with what to do; empty when none (the
         advice of the best run of a bracket, ``bracketed``, is the bracket's to follow).
 
-        Threshold: an effective sample size below max(10% of the chains, 30), or below all
-        the chains when there are fewer than 30.
+        Threshold: an effective sample size below max(10% of the chains, 30); fewer than 30
+        chains (`MIN_JUDGED_CHAINS`) are too few to judge by.
         Measured on a 411-unit CalTech101 iRBM (500 chains x 20,000 temperatures): the model
         base gave ESS 3-4 and two seeds 5 nats apart, underestimating ln Z; the data base gave
         ESS ~120 and seeds that agreed within the error bars. Seeds that agree are no evidence;
@@ -156,7 +158,13 @@ class AISResult:
         caltech101_rbm_ais_bases.md), so the advice names the other base.
         """
         problems, ess = [], self.effective_sample_size
-        if ess < max(min(30.0, self.n_chains), 0.1 * self.n_chains):
+        if self.n_chains < MIN_JUDGED_CHAINS:
+            problems.append(
+                f"only {self.n_chains} AIS chains (effective sample size {ess:.1f}): too few "
+                "to tell from the spread of their weights whether ln Z is underestimated; run "
+                f"at least {MIN_JUDGED_CHAINS} (irbm evaluate --chains; the sweep file's "
+                "[evaluation] chains)")
+        elif ess < max(float(MIN_JUDGED_CHAINS), 0.1 * self.n_chains):
             problems.append(
                 f"AIS effective sample size is {ess:.1f} of {self.n_chains} chains (the top "
                 f"chain holds {100 * self.top_chain_share:.0f}% of the weight): ln Z is likely "

@@ -110,6 +110,14 @@ def test_effective_sample_size_and_top_share_on_constructed_weights():
     # Two equal heavy chains: ESS 2 exactly.
     two = _result_with(torch.cat([torch.tensor([40.0, 40.0]), torch.zeros(98)]))
     assert two.effective_sample_size == pytest.approx(2.0, abs=1e-9)
+    # Fewer than 30 chains: too few to judge by, said as such, not as weights too spread.
+    few = _result_with(torch.linspace(0.0, 0.1, 20))
+    assert few.effective_sample_size > 19.9
+    warning = few.reliability_warnings()[0]  # then the constructed interval's -inf
+    assert warning.startswith("only 20 AIS chains (effective sample size 20.0): too few")
+    assert "run at least 30" in warning and "underestimated, so" not in warning
+    assert not any("AIS" in text for text in
+                   _result_with(torch.linspace(0.0, 0.1, 100)).reliability_warnings())
 
 
 def _random_model(family, seed):
