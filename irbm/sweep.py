@@ -49,6 +49,7 @@ from pathlib import Path
 
 from . import checkpoint as ckpt
 from . import runs, sweep_table, workflows
+from .datasets import check_dataset
 from .settings import SPECS, Settings, check_setting
 
 logger = logging.getLogger(__name__)
@@ -150,6 +151,45 @@ def trial_name(point: dict) -> str:
     text = ",".join(f"{key}={Path(str(value)).name if isinstance(value, str) else value}"
                     for key, value in point.items())
     return _UNSAFE.sub("_", text)[:200]
+
+
+def _check_datasets(spec: dict) -> None:
+    """Refuse an unknown dataset or a missing data file before any worker starts."""
+    for dataset in dict.fromkeys(point.get("dataset", spec["fixed"].get("dataset"))
+                                 for point in spec["trials"].values()):
+        check_dataset(dataset)
+
+
+def _check_started_trials(out: Path, spec: dict) -> None:
+    """Refuse, before anything runs, a sweep file that would go on in ``out`` otherwise than
+    its trials started: a trial trained with another value of a setting this file gives (only
+    ``epochs`` may change, and new grid points be added), or trials evaluated with another
+    [evaluation]. Their rows would mix what the sweep's table shows as one."""
+    if not sweep_table.is_sweep(out):
+        return
+    stored = sweep_table.read_marker(out)["evaluation"]
+    if stored != spec["evaluation"] and any(runs.is_run(path) for path in out.iterdir()):
+        changed = ", ".join(f"{key} {stored.get(key)} -> {value}"
+                            for key, value in spec["evaluation"].items()
+                            if stored.get(key) != value)
+        raise ValueError(f"{out} evaluated its trials with another [evaluation] ({changed}), "
+                         "and its table compares them under one: put it back, or sweep into "
+                         "a new --out")
+    for name, point in spec["trials"].items():
+        trial = out / name
+        if not runs.is_run(trial):
+            continue
+        mapping = {**spec["fixed"], **point}
+        mapping["dataset"] = workflows.dataset_key(mapping["dataset"])
+        given = Settings.from_mapping(mapping, source="the sweep").record()
+        recorded = runs.read_settings(trial).record()
+        changed = [f"{key} {recorded[key]} -> {given[key]}" for key in mapping
+                   if SPECS[key].resume != "free" and key in recorded
+                   and recorded[key] != given[key]]
+        if changed:
+            raise ValueError(f"{trial} was trained with other settings ({', '.join(changed)}): "
+                             "a sweep goes on with the settings its trials started with (only "
+                             "epochs may change); put them back, or sweep into a new --out")
 
 
 # ---------------------------------------------------------------------------- one trial
@@ -302,7 +342,14 @@ def run_sweep(sweep, out, *, workers=None, scheduler=None, data_dir=None, thread
     spec = read_sweep(sweep)
     options = {"threads": check_setting("threads", threads), "device": device,
                "data_dir": None if data_dir is None else str(Path(data_dir).resolve())}
+    _check_datasets(spec)
+    _check_started_trials(Path(out).resolve(), spec)
     out = prepare_sweep_directory(out, spec)
+    others = sorted(path.name for path in out.iterdir()
+                    if path.name not in spec["trials"] and runs.is_run(path))
+    if others:
+        say(f"{len(others)} trial(s) in {out} from an earlier grid are not in this sweep file "
+            f"and are left out of its table: {', '.join(others)}")
     todo = {}
     for name, point in spec["trials"].items():
         mapping = {**spec["fixed"], **point}

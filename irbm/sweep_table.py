@@ -117,6 +117,8 @@ def sweep_rows(directory) -> list[dict]:
             for name in marker["trials"]]
     best = {}
     for row in rows:
+        if row["status"].startswith("failed"):  # its numbers are an earlier run's
+            continue
         if math.isfinite(row["_valid"]) and row["_valid"] < best.get(row["family"],
                                                                      (math.inf,))[0]:
             best[row["family"]] = (row["_valid"], row)

@@ -723,5 +723,10 @@ def plot_run(run_dir, *, data_dir=None, device=None, allow_stale=False, echo=Non
 def report_runs(run_dirs, out_dir=None, *, allow_stale=False) -> tuple[Path, Path]:
     """`irbm.report.write_report`: report.md and report.html for evaluated runs; a sweep
     directory stands for its evaluated trials."""
-    return write_report(expand_sweeps(run_dirs), out_dir, allow_stale=allow_stale)
+    runs_ = expand_sweeps(run_dirs)
+    if not runs_:
+        raise ValueError(f"nothing to report: no trial of {', '.join(map(str, run_dirs))} has "
+                         "an evaluation of its current model (irbm sweep evaluates each "
+                         "trial that finishes; see each trial's error.txt)")
+    return write_report(runs_, out_dir, allow_stale=allow_stale)
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import csv
 import importlib
 import os
+import re
+import shutil
 import signal
 import threading
 import time
@@ -20,7 +22,7 @@ import pytest
 from irbm import checkpoint as ckpt
 from irbm import runs
 from irbm.sweep import read_sweep, run_sweep
-from irbm.sweep_table import ERROR_FILE, MARKER_FILE, STATUS_FILE
+from irbm.sweep_table import ERROR_FILE, MARKER_FILE, STATUS_FILE, sweep_rows
 from irbm.workflows import report_runs
 
 BASE = {"family": "irbm", "dataset": "digits", "n_hidden": 8, "epochs": 2,
@@ -79,6 +81,15 @@ def test_rerunning_a_finished_sweep_trains_nothing(swept):
     result = run_sweep(GRID, out, workers=2, progress=False)
     assert result["skipped"] == 4 and result["done"] == 0
     assert [path.stat().st_mtime_ns for path in files] == before
+    # A smaller grid says which trials its table leaves out (then the whole grid again).
+    said = []
+    smaller = {**GRID, "grid": {**GRID["grid"], "lr": [0.1]}}
+    assert run_sweep(smaller, out, progress=False, echo=said.append)["skipped"] == 2
+    assert "2 trial(s) in" in said[0] and said[0].endswith(
+        "are left out of its table: lr=0.05,l1=0.0, lr=0.05,l1=0.001")
+    assert len(_table(out)) == 2
+    run_sweep(GRID, out, progress=False)
+    assert len(_table(out)) == 4 and [path.stat().st_mtime_ns for path in files] == before
 
 
 def test_the_command_line_resumes_a_sweep_from_its_file(swept, tmp_path):
@@ -133,12 +144,51 @@ def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch
     ({"evaluation": {"chains": 0}}, "evaluation.chains must be an integer >= 1"),
     ({"evaluation": {"temps": 3}}, "unknown keys in [evaluation]: temps"),
     ({"threads": 2}, "unknown settings threads"),
+    ({"dataset": "digitz"}, "unknown dataset 'digitz'"),
+    ({"dataset": "missing.npy"}, "missing.npy: no such file"),
 ])
 def test_every_grid_point_is_validated_before_anything_runs(tmp_path, change, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")
                        .replace("+", r"\+")):
         run_sweep({**BASE, **change}, tmp_path / "out", workers=1, progress=False)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"batch_size": 32}, "was trained with other settings (batch_size 64 -> 32)"),
+    ({"grid": {"lr": [0.1, 0.05], "l1": [0.0, 0.002]}, "n_hidden": 9},
+     "was trained with other settings (n_hidden 8 -> 9)"),
+    ({"evaluation": {"chains": 30, "betas": 100}},
+     "evaluated its trials with another [evaluation] (chains 20 -> 30)")])
+def test_a_sweep_resumed_with_other_settings_is_refused_before_anything_runs(
+        swept, change, message):
+    """Its finished trials were skipped and its record rewritten to the new file's values,
+    which its rows did not have; a trial to train further failed in its worker, pointing at a
+    --force the sweep has not got (a user's report)."""
+    out, _ = swept
+    before = (out / MARKER_FILE).read_text()
+    with pytest.raises(ValueError, match=re.escape(message) + ".*put .* back, or sweep into a "
+                                                              "new --out"):
+        run_sweep({**GRID, **change}, out, workers=1, progress=False)
+    assert (out / MARKER_FILE).read_text() == before
+    assert not (out / "lr=0.1,l1=0.002").exists()
+
+
+def test_nothing_evaluated_is_nothing_to_report_and_a_failed_trial_is_never_best(
+        swept, tmp_path):
+    out = tmp_path / "copy"
+    shutil.copytree(swept[0], out)
+    rows = sweep_rows(out)
+    (best,) = [row["trial"] for row in rows if row["best"] == "*"]
+    runs.write_json(out / best / STATUS_FILE, {"status": "failed", "error": "ValueError: x"})
+    again = {row["trial"]: row for row in sweep_rows(out)}
+    assert again[best]["best"] == "" and again[best]["status"] == "failed: ValueError: x"
+    assert sum(row["best"] == "*" for row in again.values()) == 1
+    for row in rows:
+        (out / row["trial"] / runs.EVALUATION_FILE).unlink()
+    with pytest.raises(ValueError, match="nothing to report: no trial of .* has an evaluation"):
+        report_runs([out], tmp_path / "report")
+    assert not (tmp_path / "report").exists()
 
 
 def test_a_sweep_file_is_read_and_a_foreign_directory_refused(tmp_path):

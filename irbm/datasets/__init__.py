@@ -57,20 +57,33 @@ def load_dataset(name_or_path, data_dir=None, **options) -> Dataset:
     ValueError
         Unknown name (the message lists the known ones), or a loader's own errors.
     """
-    key = str(name_or_path).strip().lower()
-    key = ALIASES.get(key, key)
+    key = check_dataset(name_or_path, exists=False)
     if key in LOADERS:
         if key in _FILE_LOADERS:
             options["data_dir"] = data_dir
         return LOADERS[key](**options)
+    return load_user_data(Path(key), **options)
+
+
+def check_dataset(name_or_path, exists: bool = True) -> str:
+    """The loader key of a named dataset, or the path of a data file (expanded); ValueError
+    for a name `load_dataset` does not know, or, with ``exists``, a data file that is not
+    there, without loading anything."""
+    key = str(name_or_path).strip().lower()
+    key = ALIASES.get(key, key)
+    if key in LOADERS:
+        return key
     path = Path(name_or_path).expanduser()
     if path.suffix.lower() in _USER_SUFFIXES or path.exists():
-        return load_user_data(path, **options)
+        if exists and not path.is_file():
+            raise ValueError(f"{name_or_path}: no such file")
+        return str(path)
     known = ", ".join([*LOADERS, *(f"{a} (= {n})" for a, n in ALIASES.items())])
     raise ValueError(f"unknown dataset {str(name_or_path)!r}: expected one of {known}, or a "
                      f"path to a .npy, .npz or .csv file")
 
 
 __all__ = ["Dataset", "SPLITS", "DownloadError", "LOADERS", "ALIASES", "load_dataset",
+           "check_dataset",
            "binarized_mnist", "caltech101_silhouettes", "embedded_digits", "embedded_mnist",
            "load_user_data", "binarize_stochastic", "user_cache_dir"]
