@@ -101,6 +101,22 @@ def _bracket_cell(bracket: dict | None) -> str:
             + f", {verdict}")
 
 
+def _nll_log_z(record: dict) -> float:
+    """The ln Z the record's NLLs were computed with (its AIS ln Z in records made before the
+    floor could replace it)."""
+    return record.get("nll_log_z", record["log_z"])
+
+
+def _floor_note(log_z: float, records: list[dict]) -> list[str]:
+    """A note when the row's ln Z is the certain floor (`pooled_log_partition`), not AIS's."""
+    floor = max(record.get("log_z_floor", -math.inf) for record in records)
+    if not math.isfinite(floor) or log_z != floor:
+        return []
+    return [f"ln Z-hat is the certain floor {_number(floor)} (ln sum exp(-F) over the distinct "
+            "vectors Gibbs chains from the data reached): the AIS estimate lies below it, and "
+            "ln Z cannot; the NLL uses the floor"]
+
+
 def _pool_note(record: dict, others: list[dict]) -> list[str]:
     """A note, when the row's heading evaluation raised warnings, on the pooled evaluations of
     the same model that raised none (what its warning advised: another path or base)."""
@@ -163,14 +179,15 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
                            f"{_number(upper['stderr'])} ({upper['n_rows']} rows)"),
         "ln Z-hat": _number(log_z),
         "ln(Z-hat -/+ 3 sigma)": f"[{_number(log_z_low)}, {_number(log_z_high)}]",
-        # mean F + ln Z: the record's NLL moved by the pool's ln Z.
-        "Avg. test NLL": (f"{_number(nll['mean'] - record['log_z'] + log_z)} +/- "
+        # mean F + ln Z: the record's NLL moved from the ln Z it used to the pool's.
+        "Avg. test NLL": (f"{_number(nll['mean'] - _nll_log_z(record) + log_z)} +/- "
                           f"{_number(nll['stderr'])}"
                           if nll else "n/a") + ("" if split in ("test", None) else f" ({split})"),
         "Test NLL bracket": _bracket_cell(bracket),
         NOTE: (stale or "").split(" (")[0],
         "record": record,
-        "footnotes": list(record.get("warnings", [])) + _pool_note(record, others) + (
+        "footnotes": list(record.get("warnings", [])) + _pool_note(record, others)
+        + _floor_note(log_z, [record, *others]) + (
             [] if bracket is None else [f"bracket not certified: {reason}"
                                         for reason in bracket["reasons"]]),
     }

@@ -449,6 +449,11 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
         else:  # every AIS run of the bracket, pooled (irbm.bracket.pooled_log_z)
             pooled, low, high = pool_estimates(level_estimates(interval.levels))
             record.update(log_z=pooled, log_z_low=low, log_z_high=high, log_z_source="pooled")
+    elif floor > log_z:  # ln Z >= the floor for certain: the NLLs use it, as irbm report does
+        log_z = floor
+        say(f"  ln Z-hat {result.log_z:.3f} lies below the certain floor {floor:.3f}, which ln "
+            "Z cannot: the NLLs use the floor")
+    record["nll_log_z"] = log_z  # the ln Z the NLLs below are computed with
     record["nll"] = _split_nlls(model, dataset, log_z, say)
     if not bracket and raise_rows is not None and dataset.test is not None and \
             len(dataset.test):

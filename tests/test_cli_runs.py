@@ -29,6 +29,8 @@ from _cli_helpers import (
     snapshot,
 )
 
+from irbm.runs import load_run_dataset, load_run_model
+
 TINY = ["--n-hidden", 8, "--epochs", 1, "--cd-k", 1, "--quiet", "--train-size", 200,
         "--valid-size", 50, "--test-size", 50]
 EVALUATE = ["--chains", 10, "--betas", 50]
@@ -216,7 +218,8 @@ def test_reevaluating_appends_and_the_report_pools_the_evaluations_of_the_model(
         # below the highest; the NLL moves with it.
         pooled = highest["log_z"] + math.log((1 + math.exp(-5.0)) / 2)
         assert numbers(row["ln Z-hat"]) == [round(pooled, 2)]
-        nll = highest["nll"]["test"]["mean"] - highest["log_z"] + pooled
+        # (its NLLs were computed with the ln Z the record names, not the one set here)
+        nll = highest["nll"]["test"]["mean"] - highest["nll_log_z"] + pooled
         assert numbers(row["Avg. test NLL"])[0] == round(nll, 2)
         ais = row["AIS (base, chains x temperatures, ESS, path)"]
         assert ais.split(", ")[3].startswith("pinned path")
@@ -241,6 +244,41 @@ def test_a_warning_of_the_heading_evaluation_names_the_pooled_ones_without(run_d
         note = (f"also pool 1 evaluation(s) of this model that raised no warning (linear path, "
                 f"{clean['base']} base, ESS 20 of {clean['n_chains']})")
         assert (note in text) == noted, text
+
+
+def test_a_floor_above_ais_gives_one_nll_in_evaluate_and_report(run_dir, tmp_path,
+                                                                 monkeypatch):
+    """ln Z is at least the floor for certain, so a floor above the AIS estimate is the ln Z
+    of the NLLs: irbm evaluate (and so the sweep table) used AIS's within its noise while
+    irbm report used the floor, two test NLLs for one evaluation, neither saying why (a user's
+    report). Here the floor is made 0.5 nat above AIS's estimate."""
+    import irbm.workflows as workflows
+    from irbm.cli import main
+    real = workflows.estimate_log_partition
+    estimates = []
+
+    def keep(*args, **kwargs):
+        estimates.append(real(*args, **kwargs))
+        return estimates[-1]
+
+    monkeypatch.setattr(workflows, "estimate_log_partition", keep)
+    monkeypatch.setattr(workflows, "sampled_log_partition_floor",
+                        lambda *args, **kwargs: estimates[-1].log_z + 0.5)
+    assert main(["evaluate", str(run_dir), *map(str, EVALUATE), "--seed", "3"]) == 0
+    record = evaluations(run_dir)[-1]
+    floor = estimates[-1].log_z + 0.5
+    assert record["log_z"] == estimates[-1].log_z and record["nll_log_z"] == floor
+    model = load_run_model(run_dir, which="best")
+    test = torch.as_tensor(load_run_dataset(run_dir).test, dtype=torch.float32)
+    with torch.no_grad():
+        free = float(model.free_energy(test).mean())
+    assert record["nll"]["test"]["mean"] == pytest.approx(free + floor, abs=1e-4)
+    (run_dir / "evaluation.json").write_text(json.dumps({"evaluations": [record]}))
+    assert_ok(run_cli("report", run_dir, "--out", tmp_path / "report"))
+    text = (tmp_path / "report" / "report.md").read_text()
+    (row,) = parse_markdown_table(text)
+    assert row["Avg. test NLL"].split(" +/- ")[0] == f"{record['nll']['test']['mean']:.2f}"
+    assert f"ln Z-hat is the certain floor {floor:.2f}" in text
 
 
 def test_the_pooled_ln_z_weighs_by_chains_x_temperatures_and_combines_the_sigmas():
