@@ -290,6 +290,46 @@ def test_pickle_and_clone(cls):
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
+def test_edited_fitted_arrays_are_the_parameters_as_in_scikit_learn(cls):
+    """Setting components_ or the intercepts had no effect until the estimator was pickled,
+    and then it had (a user's report); scikit-learn's BernoulliRBM uses them at once. In place
+    or by assignment, of the same shape or another, they are the parameters from then on, and
+    a pickled copy agrees."""
+    X = binary_data()
+    model = small(cls, n_iter=3).fit(X)
+    theirs = SklearnBernoulliRBM(n_components=model.n_components_, n_iter=1,
+                                 random_state=0).fit(X)
+    fitted = model.transform(X[:2])
+    for estimator in (model, theirs):
+        estimator.components_[:] = 0.0
+        estimator.intercept_hidden_[:] = 0.0
+    edited = model.transform(X[:2])
+    assert not np.allclose(edited, fitted)
+    np.testing.assert_array_equal(edited, pickle.loads(pickle.dumps(model)).transform(X[:2]))
+    if cls is BernoulliRBM:  # the ordered models' means also sum over z
+        np.testing.assert_allclose(edited, theirs.transform(X[:2]))
+        np.testing.assert_allclose(edited, 0.5)
+    before = model.score_samples(X[:3])  # log Z of the edited model: uniform hiddens
+    np.testing.assert_allclose(before, model.score_samples(X[:3]))
+    model.intercept_visible_ = np.full(6, -1.0)
+    assert not np.allclose(model.score_samples(X[:3]), before)  # log Z recomputed
+    restored = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(restored.score_samples(X), model.score_samples(X))
+    rng = np.random.RandomState(1)
+    model.components_ = rng.randn(3, 6)
+    model.intercept_hidden_ = rng.randn(3)
+    assert model.transform(X[:4]).shape == (4, 3) and model.n_components_ == 3
+    expected = 1.0 / (1.0 + np.exp(-(X[:4] @ model.components_.T + model.intercept_hidden_)))
+    if cls is BernoulliRBM:  # the ordered models' means also sum over z
+        np.testing.assert_allclose(model.transform(X[:4]), expected, rtol=1e-5)
+    model.partial_fit(X[:10])  # trains on from the new parameters
+    assert model.components_.shape[1] == 6
+    model.intercept_hidden_ = np.zeros(2)
+    with pytest.raises(ValueError, match=r"do not fit together: expected \(n_components, "):
+        model.transform(X[:2])
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
 def test_sample_and_gibbs(cls):
     X = binary_data()
     model = small(cls, n_iter=3).fit(X)

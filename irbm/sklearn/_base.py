@@ -1,10 +1,12 @@
 """What the three scikit-learn estimators share: input checks, training through `irbm.Trainer`,
 mean hiddens at grey-level inputs, exact or AIS log-likelihoods, sampling and pickling.
 
-The torch model (``_model``) is the source of truth; the fitted arrays ``components_``,
+The torch model (``_model``) holds the parameters; the fitted arrays ``components_``,
 ``intercept_hidden_`` and ``intercept_visible_`` are copies refreshed after every fit and
-partial_fit. Only `_model_parameters` and `_load_model_parameters` touch the model's parameter
-attributes, so that a rename in the core changes one place.
+partial_fit, and arrays a user changed (in place or by assignment) are loaded back into the
+model before it is used, as scikit-learn's BernoulliRBM, whose arrays are its parameters,
+would use them (`_check_fitted`). Only `_model_parameters` and `_load_model_parameters` touch
+the model's parameter attributes, so that a rename in the core changes one place.
 """
 
 from __future__ import annotations
@@ -234,6 +236,8 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         first_call = not hasattr(self, "components_")
         if first_call:
             self._check_params()
+        else:
+            self._check_fitted()
         X = self._validate(X, reset=first_call)
         if first_call:
             self.random_state_ = check_random_state(self.random_state)
@@ -275,10 +279,42 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self.components_ = weights
         self.intercept_hidden_ = hidden_bias
         self.intercept_visible_ = visible_bias
-        self.n_components_ = weights.shape[0]
+        self._remember_arrays()
+
+    def _remember_arrays(self) -> None:
+        """Keep copies of the fitted arrays, the model's parameters now (see `_check_fitted`),
+        and forget any cached log Z."""
+        self._fitted_arrays = tuple(np.array(array, copy=True) for array in (
+            self.components_, self.intercept_hidden_, self.intercept_visible_))
+        self.n_components_ = self._fitted_arrays[0].shape[0]
         for name in ("log_partition_", "log_partition_interval_", "log_partition_ess_",
                      "log_partition_method_"):
             self.__dict__.pop(name, None)
+
+    def _check_fitted(self) -> None:
+        """check_is_fitted, then load fitted arrays changed since the model's parameters were
+        copied into them (in place or by assignment) into the model; a new shape builds a
+        model of that shape, whose optimizer state and persistent chains start afresh."""
+        check_is_fitted(self)
+        arrays = (self.components_, self.intercept_hidden_, self.intercept_visible_)
+        kept = getattr(self, "_fitted_arrays", None)
+        if kept is not None and all(map(np.array_equal, arrays, kept)):
+            return
+        weights, hidden_bias, visible_bias = (np.asarray(array) for array in arrays)
+        if weights.ndim != 2 or hidden_bias.shape != weights.shape[:1] or \
+                visible_bias.shape != weights.shape[1:]:
+            raise ValueError(f"components_ {weights.shape}, intercept_hidden_ "
+                             f"{hidden_bias.shape} and intercept_visible_ {visible_bias.shape} "
+                             "do not fit together: expected (n_components, n_features), "
+                             "(n_components,) and (n_features,)")
+        if weights.shape[1] != self.n_features_in_:
+            raise ValueError(f"components_ has {weights.shape[1]} columns; the estimator was "
+                             f"fitted on {self.n_features_in_} features")
+        if weights.shape != tuple(_model_parameters(self._model)[0].shape):
+            self._model = self._empty_model(weights.shape[1], weights.shape[0])
+            self._trainer = None
+        _load_model_parameters(self._model, weights, hidden_bias, visible_bias)
+        self._remember_arrays()
 
     @property
     def _n_features_out(self) -> int:
@@ -305,7 +341,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         -------
         h : ndarray of shape (n_samples, n_components_), in X's float dtype
         """
-        check_is_fitted(self)
+        self._check_fitted()
         X = self._validate(X, reset=False)
         out = np.empty((X.shape[0], self._model.n_hidden), dtype=X.dtype)
         with torch.no_grad():
@@ -360,7 +396,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         -------
         log_likelihood : ndarray of shape (n_samples,), float64
         """
-        check_is_fitted(self)
+        self._check_fitted()
         X = self._validate(X, reset=False)
         model = self._float64_model()
         log_z = self._log_partition(model)
@@ -421,7 +457,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         -------
         pseudo_likelihood : ndarray of shape (n_samples,), float64
         """
-        check_is_fitted(self)
+        self._check_fitted()
         X = self._validate(X, reset=False)
         return self._pseudo_likelihood(X, check_random_state(self.random_state))
 
@@ -450,7 +486,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         -------
         v_new : ndarray of bool, shape (n_samples, n_features)
         """
-        check_is_fitted(self)
+        self._check_fitted()
         X = self._validate(v, reset=False)
         rng = self._persistent_rng()
         dense = X.toarray() if sparse.issparse(X) else X
@@ -472,7 +508,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         -------
         X_new : ndarray of bool, shape (n_samples, n_features)
         """
-        check_is_fitted(self)
+        self._check_fitted()
         rng = self._persistent_rng()
         if init is None:
             _check_int("n_samples", n_samples, 1)
@@ -493,6 +529,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         state = dict(super().__getstate__())
         state.pop("_model", None)
         state.pop("_trainer", None)
+        state.pop("_fitted_arrays", None)  # rebuilt from the fitted arrays
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -507,6 +544,8 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                                             self.components_.shape[0])
             _load_model_parameters(self._model, self.components_, self.intercept_hidden_,
                                    self.intercept_visible_)
+            self._fitted_arrays = tuple(np.array(array, copy=True) for array in (
+                self.components_, self.intercept_hidden_, self.intercept_visible_))
             # The optimizer state and persistent chains are not pickled: a later partial_fit
             # starts them afresh.
             self._trainer = None
