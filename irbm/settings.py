@@ -30,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from .models import DTYPES as MODEL_DTYPES
 from .models import FAMILIES, family_class
 from .optim import EPSILON_PLACEMENTS, OPTIMIZERS, REGULARIZATIONS
 from .profiles import FORMER_IRBM, GROWTH_SETTINGS, PROFILES, profile_help, profile_values
@@ -37,7 +38,7 @@ from .strategies import REGROUPINGS
 from .training import GROWTH_RULES, RANDOM_STREAMS, RULES
 
 GROUPS = ("model", "training", "data", "evaluation", "system")
-DTYPES = ("float32", "float64")
+DTYPES = tuple(MODEL_DTYPES)
 BINARIZATIONS = ("threshold", "stochastic")
 # Largest n_hidden probed at construction (the probe holds n_hidden x 1 values on the CPU).
 _LARGEST_PROBE = 2**20

@@ -32,7 +32,7 @@ from .evaluate import (
     raise_nll,
 )
 from .floor import FLOOR_STEPS, sampled_log_partition_floor
-from .models import build_model
+from .models import build_model, check_device
 from .profiles import merge_settings
 from .report import write_report
 from .sampling import sample
@@ -41,17 +41,6 @@ from .sweep_table import expand_sweeps
 from .training import Callback, CheckpointEvery, Trainer
 
 logger = logging.getLogger(__name__)
-
-
-def check_device(device):
-    """Refuse a device torch does not know or cannot use here (e.g. cuda without a GPU)."""
-    if device is None:
-        return
-    try:
-        torch.empty(0, device=device)
-    except (RuntimeError, AssertionError) as error:
-        message = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ValueError(f"device {device!r} is not usable here: {message}") from None
 
 
 def device_label(device) -> str:

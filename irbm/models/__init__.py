@@ -8,12 +8,15 @@ for it without any other change.
 
 from ._annealing import AnnealingPath, UniformSource
 from ._base import (
+                    DTYPES,
                     EnergyModel,
                     Gradients,
                     HiddenState,
                     ParameterSpec,
                     bernoulli,
                     binary_configurations,
+                    check_device,
+                    check_dtype,
                     take_units,
 )
 from ._bipartite import BipartiteModel, BipartitePath
@@ -29,4 +32,4 @@ __all__ = ["EnergyModel", "Gradients", "BipartiteModel", "HiddenState", "Paramet
            "RBM", "OrderedRBM", "InfiniteRBM",
            "FAMILIES",
            "build_model", "family_class", "register_family", "binary_configurations",
-           "take_units", "bernoulli"]
+           "take_units", "bernoulli", "check_device", "check_dtype", "DTYPES"]

@@ -14,6 +14,7 @@ import abc
 import contextlib
 import copy
 import inspect
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -25,6 +26,31 @@ from ..kernels import PhiloxGenerator
 # Largest number of terms `log_partition_exact` agrees to sum.
 MAX_EXACT_TERMS = 2**24
 
+
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}  # what the families are tested in
+
+
+def check_device(device):
+    """Refuse a device torch does not know or cannot use here (e.g. cuda without a GPU), as a
+    ValueError naming it, before any tensor is made there."""
+    if device is None:
+        return
+    try:
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError) as error:
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(f"device {device!r} is not usable here: {message}") from None
+
+
+def check_dtype(dtype) -> torch.dtype:
+    """``dtype`` as a torch dtype, from a torch dtype or its name: float32 or float64 (the
+    precisions the families are tested in), else ValueError."""
+    chosen = DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype
+    if chosen not in DTYPES.values():
+        raise ValueError(f"dtype must be torch.float32 or torch.float64 (or 'float32', "
+                         f"'float64'), got {dtype!r}")
+    return chosen
 
 @dataclass(frozen=True)
 class ParameterSpec:
@@ -462,9 +488,12 @@ class EnergyModel(nn.Module, abc.ABC):
         n_hidden_terms = model._n_hidden_terms()
         n_visible_terms = 2**model.n_visible
         if min(n_hidden_terms, n_visible_terms) > MAX_EXACT_TERMS:
+            fewest = min(n_hidden_terms, n_visible_terms)
             raise ValueError(
-                f"exact log Z needs min({n_hidden_terms}, {n_visible_terms}) terms, more than "
-                f"{MAX_EXACT_TERMS}: use irbm.ais.estimate_log_partition instead")
+                f"exact log Z needs about 2^{math.log2(fewest):.0f} terms (the fewer of its sums "
+                f"over hidden and visible configurations), more than "
+                f"2^{math.log2(MAX_EXACT_TERMS):.0f}: use irbm.ais.estimate_log_partition "
+                "instead")
         with torch.no_grad():
             if n_hidden_terms <= n_visible_terms:
                 return float(model._log_partition_by_hidden())

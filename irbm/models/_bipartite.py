@@ -19,7 +19,7 @@ from torch.nn import functional
 
 from .. import kernels
 from ._annealing import AnnealingPath, UniformSource
-from ._base import EnergyModel, HiddenState, ParameterSpec, bernoulli
+from ._base import EnergyModel, HiddenState, ParameterSpec, bernoulli, check_device, check_dtype
 
 # Pseudo-counts, as a fraction of the number of examples, added to both outcomes of each visible
 # unit before taking the data's base rate: Salakhutdinov & Murray's code adds 5 per 100 examples
@@ -46,7 +46,8 @@ class BipartiteModel(EnergyModel):
     def __init__(self, n_visible, n_hidden, *, dtype=torch.float32, device=None, generator=None):
         super().__init__()
         n_visible, n_hidden = _count(n_visible, "n_visible"), _count(n_hidden, "n_hidden")
-        factory = {"dtype": dtype, "device": device}
+        check_device(device)
+        factory = {"dtype": check_dtype(dtype), "device": device}
         self.W = nn.Parameter(torch.zeros(n_hidden, n_visible, **factory))
         self.b = nn.Parameter(torch.zeros(n_hidden, **factory))
         self.c = nn.Parameter(torch.zeros(n_visible, **factory))

@@ -41,7 +41,7 @@ class OrderedRBM(BipartiteModel):
                  generator=None):
         beta = self._checked_beta(beta)
         super().__init__(n_visible, n_hidden, dtype=dtype, device=device, generator=generator)
-        self.register_buffer("beta", torch.tensor(beta, dtype=dtype, device=device))
+        self.register_buffer("beta", torch.tensor(beta, dtype=self.W.dtype, device=self.W.device))
 
     @classmethod
     def _checked_beta(cls, beta) -> float:

@@ -27,6 +27,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import Trainer
 from ..ais import estimate_log_partition
+from ..models import DTYPES, check_device
 from ..sampling import sample as _run_gibbs_chains
 
 try:
@@ -39,7 +40,6 @@ MatrixLike = npt.ArrayLike | sparse.spmatrix | _SparseArray
 #: ``random_state`` as scikit-learn takes it.
 RandomStateLike = int | np.random.RandomState | None
 
-_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _OPTIMIZERS = ("sgd", "adagrad")
 # Rows converted to a dense tensor at once in transform and scoring.
 _CHUNK_ROWS = 4096
@@ -120,8 +120,10 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             raise ValueError(f"optimizer must be one of {_OPTIMIZERS}, got {self.optimizer!r}")
         _check_real("l1", self.l1)
         _check_real("l2", self.l2)
-        if self.dtype not in _DTYPES:
-            raise ValueError(f"dtype must be one of {tuple(_DTYPES)}, got {self.dtype!r}")
+        if self._dtype_name not in DTYPES:
+            raise ValueError(f"dtype must be one of {tuple(DTYPES)} (or the NumPy dtypes), got "
+                             f"{self.dtype!r}")
+        check_device(self.device)
         _check_int("score_chains", self.score_chains, 1)
         _check_int("score_betas", self.score_betas, 2)
         if self._ordered:
@@ -130,7 +132,15 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
 
     @property
     def _torch_dtype(self) -> torch.dtype:
-        return _DTYPES[self.dtype]
+        return DTYPES[self._dtype_name]
+
+    @property
+    def _dtype_name(self) -> str | None:
+        """``dtype`` as "float32" or "float64" (it may be given as a NumPy dtype), else None."""
+        try:  # np.dtype(None) is float64: None is no dtype here
+            return None if self.dtype is None else np.dtype(self.dtype).name
+        except TypeError:
+            return None
 
     @property
     def _device(self) -> torch.device:

@@ -39,7 +39,7 @@ _COMMON_PARAMETERS = """
         AIS temperatures (evenly spaced in [0, 1]) for the same.
     device : str or None, default=None
         torch device of the model ("cpu" when None; e.g. "cuda").
-    dtype : {"float32", "float64"}, default="float32"
+    dtype : {"float32", "float64"} or the NumPy dtype, default="float32"
         Precision of the model during training, transform and AIS; free energies and exact
         log Z are computed in float64."""
 
