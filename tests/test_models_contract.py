@@ -343,13 +343,14 @@ def test_constructors_reject_impossible_sizes():
 
 
 @pytest.mark.parametrize("family", [irbm.RBM, irbm.OrderedRBM, irbm.InfiniteRBM])
-def test_constructors_take_a_dtype_by_name_and_refuse_what_they_are_not_tested_in(family):
-    """dtype="float64" raised torch's TypeError, and float16 trained, untested; a device this
-    machine lacks raised torch's AssertionError (users' reports)."""
-    assert family(4, 3, dtype="float64").W.dtype == torch.float64
-    assert family(4, 3, dtype=torch.float64).W.dtype == torch.float64
-    for dtype in (torch.float16, torch.bfloat16, "float16", torch.int64):
-        with pytest.raises(ValueError, match=r"dtype must be torch.float32 or torch.float64 "):
+def test_constructors_take_a_dtype_by_name_and_refuse_a_device_they_cannot_use(family):
+    """dtype="float64" raised torch's TypeError, and a device this machine lacks torch's
+    AssertionError (users' reports)."""
+    for name in ("float64", "bfloat16"):
+        assert family(4, 3, dtype=name).W.dtype == getattr(torch, name)
+        assert family(4, 3, dtype=getattr(torch, name)).W.dtype == getattr(torch, name)
+    for dtype in ("long", "double16", torch.int64, np.float64):
+        with pytest.raises(ValueError, match=r"dtype must be a torch floating-point dtype or "):
             family(4, 3, dtype=dtype)
     with pytest.raises(ValueError, match="device 'nonsense' is not usable here"):
         family(4, 3, device="nonsense")
