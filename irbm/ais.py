@@ -123,6 +123,13 @@ class AISResult:
     seconds: float
     path: str = "linear"
 
+    def __repr__(self) -> str:
+        # The per-chain tensors would bury the numbers a reader looks for.
+        return (f"AISResult(log_z={self.log_z:.4f}, interval=[{self.log_z_low:.4f}, "
+                f"{self.log_z_high:.4f}], n_chains={self.n_chains}, n_betas={self.n_betas}, "
+                f"effective_sample_size={self.effective_sample_size:.1f}, base={self.base!r}, "
+                f"path={self.path.split(':')[0]!r}, seconds={self.seconds:.1f})")
+
     @property
     def n_chains(self) -> int:
         return self.log_weights.numel()

@@ -127,6 +127,26 @@ def sweep_rows(directory) -> list[dict]:
     return rows
 
 
+def _numeric_rows(rows) -> list[dict]:
+    """The rows for sweep.csv: a number per cell ("22.543 +/- 0.205" becomes the NLL and a
+    column of its standard error; "17.6 / 20" the ESS and a column of the chains), so that
+    pandas and spreadsheets read them as numbers."""
+    split = []
+    for row in rows:
+        numeric = {}
+        for column, value in row.items():
+            if column.endswith(" NLL"):
+                mean, _, stderr = value.partition(" +/- ")
+                numeric.update({column: mean, f"{column} stderr": stderr})
+            elif column == "AIS ESS":
+                ess, _, chains = value.partition(" / ")
+                numeric.update({column: ess, "AIS chains": chains})
+            else:
+                numeric[column] = value
+        split.append(numeric)
+    return split
+
+
 def _columns(rows) -> list[str]:
     return [c for c in rows[0] if not c.startswith("_")] if rows else ["trial"]
 
@@ -157,11 +177,11 @@ def write_table(directory) -> tuple[Path, Path, Path]:
     """Write sweep.md, sweep.html and sweep.csv into the sweep directory; return the paths."""
     directory = Path(directory)
     rows = sweep_rows(directory)
-    columns = _columns(rows)
+    numeric = _numeric_rows(rows)
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, columns, extrasaction="ignore")
+    writer = csv.DictWriter(buffer, _columns(numeric), extrasaction="ignore")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows(numeric)
     title = f"irbm sweep {directory.name}"
     paths = [directory / f"{TABLE_NAME}.{ext}" for ext in ("md", "html", "csv")]
     markdown = (f"# {title}\n\nNLL in nats (AIS, +/- one standard error); * best validation "

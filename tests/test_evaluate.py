@@ -110,6 +110,9 @@ def test_effective_sample_size_and_top_share_on_constructed_weights():
     # Two equal heavy chains: ESS 2 exactly.
     two = _result_with(torch.cat([torch.tensor([40.0, 40.0]), torch.zeros(98)]))
     assert two.effective_sample_size == pytest.approx(2.0, abs=1e-9)
+    assert repr(dominant) == ("AISResult(log_z=0.0000, interval=[-inf, 0.0000], n_chains=200, "
+                              "n_betas=10, effective_sample_size=1.0, base='data', "
+                              "path='linear', seconds=0.0)")
     # Fewer than 30 chains: too few to judge by, said as such, not as weights too spread.
     few = _result_with(torch.linspace(0.0, 0.1, 20))
     assert few.effective_sample_size > 19.9

@@ -64,8 +64,12 @@ def test_every_trial_of_the_grid_finishes_and_is_tabled_from_its_run_directory(s
     for row in rows:
         record, stale = runs.current_evaluation(out / row["trial"])
         assert stale is None and row["status"] == "done" and row["epochs"] == "2"
-        assert row["valid NLL"].startswith(f"{record['nll']['valid']['mean']:.3f}")
-        assert row["test NLL"].startswith(f"{record['nll']['test']['mean']:.3f}")
+        # sweep.csv: a number per cell (the tables' "mean +/- stderr" in two columns)
+        for split in ("valid", "test"):
+            assert float(row[f"{split} NLL"]) == round(record["nll"][split]["mean"], 3)
+            assert float(row[f"{split} NLL stderr"]) == round(record["nll"][split]["stderr"], 3)
+        assert float(row["AIS ESS"]) == round(record["effective_sample_size"], 1)
+        assert int(row["AIS chains"]) == record["n_chains"] == 20
         assert row["n_hidden"] == str(record["n_hidden"])
         assert row["reliable"] == ("no" if record["warnings"] else "yes")
     assert sum(row["best"] == "*" for row in rows) == 1  # one family
