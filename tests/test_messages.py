@@ -30,10 +30,11 @@ def test_the_readme_states_the_ais_flag_threshold_of_the_code():
     sentence = next(line for line in README.replace("\n", " ").split(". ")
                     if "flagged as unreliable" in line)
     assert "10%" in sentence and "30" in sentence, sentence
-    # The code: below 10% of the chains, or below 30 chains (all of them when fewer).
+    assert "fewer than 30 chains" in README.replace("\n", " ")
+    # The code: below 10% of the chains, or below 30 chains; fewer chains, always.
     assert _flagged(100, 20) and not _flagged(100, 30)
     assert _flagged(1000, 90) and not _flagged(1000, 100)
-    assert _flagged(20, 19) and not _flagged(20, 20)
+    assert _flagged(20, 19) and _flagged(20, 20)
 
 
 def test_the_readme_says_how_a_users_file_is_split(tmp_path):
