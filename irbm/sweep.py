@@ -35,12 +35,14 @@ says what remains to be done.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import itertools
 import logging
 import math
 import os
 import re
+import signal
 import socket
 import time
 import tomllib
@@ -280,9 +282,66 @@ def _connect(workers, scheduler):
         raise ValueError(f"workers must be a positive integer, got {workers}")
     # Processes, not threads: torch holds the GIL in places and a killed trial must not take
     # the others with it. Port 0: never collide with another sweep's dashboard.
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                           dashboard_address=":0")
-    return Client(cluster), cluster
+    cluster = None
+    try:
+        with _workers_leave_interrupts_to_us():
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                   dashboard_address=":0")
+        return Client(cluster), cluster
+    except BaseException:  # Ctrl-C held back while the workers started lands here
+        if cluster is not None:
+            _close_quietly(None, cluster)
+        raise
+
+
+def _close_quietly(client, cluster) -> None:
+    """Close the client and the local cluster; workers still in a trial are cancelled and
+    killed, which Dask warns about in lines that would bury the sweep's own message."""
+    dask_logger = logging.getLogger("distributed")
+    level, dask_logger.level = dask_logger.level, logging.ERROR
+    try:
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+    finally:
+        dask_logger.setLevel(level)
+
+
+# What the processes a local cluster starts read from the environment as they start, before
+# any configuration reaches them: Dask's log level, and the warnings of the resource tracker.
+_QUIET_START = {"DASK_LOGGING__DISTRIBUTED": "error",
+                "PYTHONWARNINGS": "ignore::UserWarning:multiprocessing.resource_tracker"}
+
+
+@contextlib.contextmanager
+def _workers_leave_interrupts_to_us():
+    """Worker processes started inside never see SIGINT, log errors only, and the semaphores
+    of those killed go unremarked: Ctrl-C, which reaches every process of the terminal's
+    group, is this process's to handle, by closing the cluster, in one line (each trial
+    resumes from its checkpoint).
+
+    Workers ignore SIGINT once Dask's preload `irbm._dask_worker` has run in them; one
+    interrupted in its first seconds, while it imports, still prints that import's traceback.
+    SIGINT is blocked in this thread meanwhile, so that Ctrl-C while the cluster starts waits
+    and is raised on leaving, when the cluster can be closed (a half-started one fails Dask's
+    own closing at exit with tracebacks)."""
+    import dask
+    saved = {name: os.environ.get(name) for name in _QUIET_START}
+    os.environ.update(_QUIET_START)
+    block = hasattr(signal, "pthread_sigmask")  # POSIX
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if block else None
+    try:
+        with dask.config.set({"distributed.worker.preload": ["irbm._dask_worker"]}):
+            yield
+    finally:
+        if block:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _dashboard(client, local: bool) -> str | None:
@@ -413,6 +472,4 @@ def _run_on_dask(todo, out, evaluation, options, workers, scheduler, say, bar) -
         return failed
     finally:
         bar.close()
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        _close_quietly(client, cluster)

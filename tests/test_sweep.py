@@ -235,6 +235,38 @@ def test_a_worker_killed_mid_trial_has_its_trial_resumed_from_the_checkpoint(tmp
     assert (out / MARKER_FILE).exists()
 
 
+def test_ctrl_c_during_the_trials_is_one_line_and_the_sweep_resumes(tmp_path):
+    """Ctrl-C reaches every process of the terminal's group: the workers' tracebacks, Dask's
+    cancellation warnings and the resource tracker's left no room for the sweep's one line
+    (a user's report). The workers now leave it to the sweep, which closes them quietly; the
+    same command goes on from the trials' checkpoints."""
+    import subprocess
+    import sys
+    path = tmp_path / "sweep.toml"
+    path.write_text('family = "rbm"\ndataset = "digits"\nn_hidden = 8\nepochs = 3000\n'
+                    "[evaluation]\nchains = 20\nbetas = 100\n[grid]\nlr = [0.1, 0.05]\n")
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "irbm.cli", "sweep", str(path), "--out", str(out),
+               "--workers", "2", "--no-progress"]
+    # Its own group, as a terminal's foreground job, with SIGINT not ignored (a shell starting
+    # a job in the background would ignore it).
+    sweep = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True, env={**os.environ, "TQDM_DISABLE": "1"},
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    histories = [out / name / runs.HISTORY_FILE for name in ("lr=0.1", "lr=0.05")]
+    deadline = time.monotonic() + 120
+    while not all(history.exists() for history in histories):  # both trials are training
+        assert sweep.poll() is None and time.monotonic() < deadline, sweep.communicate()
+        time.sleep(0.1)
+    os.killpg(sweep.pid, signal.SIGINT)
+    stdout, stderr = sweep.communicate(timeout=60)
+    assert sweep.returncode == 130, (stdout, stderr)
+    assert stderr.strip() == ("irbm: interrupted; finished trials are kept, and the same "
+                              "command resumes the others from their checkpoints"), stderr
+    epochs = [len(runs.read_json(history)["history"]) for history in histories]
+    assert all(0 < count < 3000 for count in epochs)
+
+
 @pytest.mark.parametrize("device, expected", [("cuda", 1), ("cuda:1", 1), ("cpu", None)])
 def test_a_sweep_on_a_gpu_starts_one_worker_unless_told(tmp_path, monkeypatch, device, expected):
     """Each worker process would open its own CUDA context on the same GPU; on the CPU the
