@@ -4,6 +4,7 @@ against brute-force enumeration, and scikit-learn's digits example with the impo
 import itertools
 import math
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -68,6 +69,11 @@ def test_check_estimator(cls):
     check_estimator(small(cls), expected_failed_checks=dict.fromkeys(OUT_OF_RANGE_CHECKS,
                                                                       _OUT_OF_RANGE),
                     on_skip=None)
+
+
+def test_the_readme_counts_the_checks_declared_expected_failures():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text().replace("\n", " ")
+    assert f"the {len(OUT_OF_RANGE_CHECKS)} checks that generate values above 1" in readme
 
 
 class _Squashed:
