@@ -61,9 +61,12 @@ def evaluated_trial_dirs(directory) -> list[Path]:
 
 
 def expand_sweeps(directories) -> list[Path]:
-    """Run directories, with every sweep directory replaced by its evaluated trials."""
+    """Run directories, with every sweep directory replaced by its evaluated trials and the
+    sweep's own files left out (what a shell's ``SWEEP/*`` names besides its trials)."""
     expanded = []
     for directory in map(Path, directories):
+        if directory.is_file() and is_sweep(directory.parent):
+            continue
         expanded.extend(evaluated_trial_dirs(directory) if is_sweep(directory) else [directory])
     return expanded
 

@@ -117,6 +117,9 @@ def test_report_accepts_a_sweep_directory(swept, tmp_path):
     out, _ = swept
     markdown, _ = report_runs([out], tmp_path / "report")
     assert markdown.read_text().count("| iRBM") == 4
+    # irbm report OUT/* names the sweep's tables and marker too: they are left out
+    markdown, _ = report_runs(sorted(out.iterdir()), tmp_path / "glob")
+    assert markdown.read_text().count("| iRBM") == 4
 
 
 def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch, cluster):
