@@ -156,7 +156,8 @@ class AISResult:
         advice of the best run of a bracket, ``bracketed``, is the bracket's to follow).
 
         Threshold: an effective sample size below max(10% of the chains, 30); fewer than 30
-        chains (`MIN_JUDGED_CHAINS`) are too few to judge by.
+        chains (`MIN_JUDGED_CHAINS`) are too few to judge by, and below 10% of them it says so
+        too.
         Measured on a 411-unit CalTech101 iRBM (500 chains x 20,000 temperatures): the model
         base gave ESS 3-4 and two seeds 5 nats apart, underestimating ln Z; the data base gave
         ESS ~120 and seeds that agreed within the error bars. Seeds that agree are no evidence;
@@ -168,10 +169,11 @@ class AISResult:
         if self.n_chains < MIN_JUDGED_CHAINS:
             problems.append(
                 f"only {self.n_chains} AIS chains (effective sample size {ess:.1f}): too few "
-                "to tell from the spread of their weights whether ln Z is underestimated; run "
+                "for the spread of their weights to vouch that ln Z is not underestimated; run "
                 f"at least {MIN_JUDGED_CHAINS} (irbm evaluate --chains; the sweep file's "
                 "[evaluation] chains)")
-        elif ess < max(float(MIN_JUDGED_CHAINS), 0.1 * self.n_chains):
+        if ess < max(float(MIN_JUDGED_CHAINS) if self.n_chains >= MIN_JUDGED_CHAINS else 0.0,
+                     0.1 * self.n_chains):
             problems.append(
                 f"AIS effective sample size is {ess:.1f} of {self.n_chains} chains (the top "
                 f"chain holds {100 * self.top_chain_share:.0f}% of the weight): ln Z is likely "

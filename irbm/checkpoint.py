@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from safetensors.torch import save as serialize
 
 from ._io import atomic_write
-from .models import EnergyModel, build_model
+from .models import EnergyModel, build_model, check_device
 
 FORMAT = "irbm-checkpoint"
 VERSION = 1
@@ -94,6 +94,7 @@ def model_metadata(model: EnergyModel) -> dict:
 
 def model_from_tensors(tensors, metadata, *, device=None, dtype=None) -> EnergyModel:
     """Rebuild a model from its recorded constructor arguments and parameters."""
+    check_device(device)  # a device this machine lacks is not the checkpoint's fault
     try:
         config = metadata["model"]
         if metadata.get("dtype", "float32") not in DTYPES:

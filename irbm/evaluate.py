@@ -531,9 +531,6 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     """
     tolerance, raise_repeats = _checked_settings(tolerance, max_seconds, n_chains, schedule,
                                                  raise_repeats)
-    paths = tuple(paths or model.ais_paths + (("trajectory",) if trajectory else ()))
-    bases = tuple(bases or (("data", "model") if base_data is not None else ("model",)))
-    routes = _routes(model, paths, bases, trajectory, base_data)
     make_betas(n_betas)  # validates
     if pilot_betas is None:
         pilot_betas = (min(PILOT_BETAS, int(n_betas)) if resume is None
@@ -547,6 +544,9 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     n_rows = min(data.shape[0], 300) if rows is None else int(rows)
     if not 2 <= n_rows <= data.shape[0]:
         raise ValueError(f"rows must lie in 2..{data.shape[0]} (the data's rows), got {rows}")
+    paths = tuple(paths or model.ais_paths + (("trajectory",) if trajectory else ()))
+    bases = tuple(bases or (("data", "model") if base_data is not None else ("model",)))
+    routes = _routes(model, paths, bases, trajectory, base_data)
     order = torch.randperm(data.shape[0], generator=torch.Generator().manual_seed(seed))
     subset = data[order[:n_rows].to(data.device)]
     pilot_data = base_data if pilot_data is None else pilot_data

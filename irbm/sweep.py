@@ -44,6 +44,7 @@ import os
 import re
 import signal
 import socket
+import threading
 import time
 import tomllib
 import traceback
@@ -297,51 +298,60 @@ def _connect(workers, scheduler):
 def _close_quietly(client, cluster) -> None:
     """Close the client and the local cluster; workers still in a trial are cancelled and
     killed, which Dask warns about in lines that would bury the sweep's own message."""
-    dask_logger = logging.getLogger("distributed")
-    level, dask_logger.level = dask_logger.level, logging.ERROR
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)  # every logger, whatever levels Dask's have set
     try:
         if client is not None:
             client.close()
         if cluster is not None:
             cluster.close()
     finally:
-        dask_logger.setLevel(level)
+        logging.disable(previous)
 
 
-# What the processes a local cluster starts read from the environment as they start, before
-# any configuration reaches them: Dask's log level, and the warnings of the resource tracker.
-_QUIET_START = {"DASK_LOGGING__DISTRIBUTED": "error",
-                "PYTHONWARNINGS": "ignore::UserWarning:multiprocessing.resource_tracker"}
+# Dask's log level in the worker processes, read as they start (before any configuration
+# reaches them), and the warnings of the resource tracker (a process of this one's, started
+# with the cluster) about the semaphores of workers killed mid-trial.
+_QUIET_WORKERS = {"DASK_LOGGING__DISTRIBUTED": "error"}
+_QUIET_TRACKER = "ignore::UserWarning:multiprocessing.resource_tracker"
 
 
 @contextlib.contextmanager
 def _workers_leave_interrupts_to_us():
-    """Worker processes started inside never see SIGINT, log errors only, and the semaphores
-    of those killed go unremarked: Ctrl-C, which reaches every process of the terminal's
-    group, is this process's to handle, by closing the cluster, in one line (each trial
-    resumes from its checkpoint).
+    """Worker processes started inside ignore SIGINT, log errors only, and the semaphores of
+    those killed go unremarked: Ctrl-C, which reaches every process of the terminal's group,
+    is this process's to handle, by closing the cluster, in one line (each trial resumes from
+    its checkpoint).
 
-    Workers ignore SIGINT once Dask's preload `irbm._dask_worker` has run in them; one
-    interrupted in its first seconds, while it imports, still prints that import's traceback.
-    SIGINT is blocked in this thread meanwhile, so that Ctrl-C while the cluster starts waits
-    and is raised on leaving, when the cluster can be closed (a half-started one fails Dask's
-    own closing at exit with tracebacks)."""
+    SIGINT is ignored meanwhile, which the processes started inherit through exec (Python
+    keeps an ignored SIGINT ignored), and blocked in this thread and the threads it starts,
+    where Linux keeps one that arrives pending: it is raised on leaving, once the cluster can
+    be closed (a half-started one fails Dask's own closing at exit). A thread started before,
+    such as a library's native one, may take it instead, and then it is lost: Ctrl-C again
+    once the workers are up. Workers restarted later ignore it once Dask's preload
+    `irbm._dask_worker` has run in them."""
     import dask
-    saved = {name: os.environ.get(name) for name in _QUIET_START}
-    os.environ.update(_QUIET_START)
-    block = hasattr(signal, "pthread_sigmask")  # POSIX
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    block = in_main_thread and hasattr(signal, "pthread_sigmask")  # POSIX
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if block else None
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main_thread else None
+    warnings_before = os.environ.get("PYTHONWARNINGS")
+    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [warnings_before, _QUIET_TRACKER]))
     try:
-        with dask.config.set({"distributed.worker.preload": ["irbm._dask_worker"]}):
+        with dask.config.set({"distributed.worker.preload": ["irbm._dask_worker"],
+                              "distributed.nanny.pre-spawn-environ": {
+                                  **dask.config.get("distributed.nanny.pre-spawn-environ"),
+                                  **_QUIET_WORKERS}}):
             yield
     finally:
-        if block:
+        if warnings_before is None:
+            os.environ.pop("PYTHONWARNINGS", None)
+        else:
+            os.environ["PYTHONWARNINGS"] = warnings_before
+        if in_main_thread:
+            signal.signal(signal.SIGINT, handler)
+        if block:  # a Ctrl-C kept pending is raised here
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def _dashboard(client, local: bool) -> str | None:
@@ -422,21 +432,26 @@ def run_sweep(sweep, out, *, workers=None, scheduler=None, data_dir=None, thread
     failed = []
     if todo:
         failed = _run_on_dask(todo, out, spec["evaluation"], options, workers, scheduler, say,
-                              tqdm(total=len(todo), unit="trial", disable=not progress))
+                              lambda: tqdm(total=len(todo), unit="trial", disable=not progress))
     tables = sweep_table.write_table(out)
     say(f"sweep table: {', '.join(map(str, tables))}")
     return {"tables": tables, "done": len(todo) - len(failed), "failed": failed,
             "skipped": skipped}
 
 
-def _run_on_dask(todo, out, evaluation, options, workers, scheduler, say, bar) -> list[str]:
-    """Submit one task per trial, follow them, and return the names of the failed ones."""
+def _run_on_dask(todo, out, evaluation, options, workers, scheduler, say,
+                 new_bar) -> list[str]:
+    """Submit one task per trial, follow them with the progress bar ``new_bar()``, and return
+    the names of the failed ones."""
     from dask.distributed import as_completed
-    # Lines printed under a live progress bar would break it: tqdm.write keeps it whole.
-    note = say if bar.disable else bar.write
     if workers is None and str(options["device"] or "").startswith("cuda"):
         workers = 1
+    # The bar after the cluster: its monitor thread would take a Ctrl-C that the cluster's
+    # start holds back (`_workers_leave_interrupts_to_us`).
     client, cluster = _connect(workers, scheduler)
+    bar = new_bar()
+    # Lines printed under a live progress bar would break it: tqdm.write keeps it whole.
+    note = say if bar.disable else bar.write
     try:
         link = _dashboard(client, local=cluster is not None)
         workers = client.scheduler_info()["workers"].values()
@@ -458,7 +473,7 @@ def _run_on_dask(todo, out, evaluation, options, workers, scheduler, say, bar) -
             if result["status"] == "failed":
                 failed.append(name)
                 note(f"trial {name} failed: {result['error']}")
-            nll = _valid_nll(out / name)
+            nll = math.inf if result["status"] == "failed" else _valid_nll(out / name)
             if nll < best[0]:
                 best = (nll, name)
             # A worker may hold a queued task besides the one it runs: at most one per thread.

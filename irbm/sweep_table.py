@@ -61,11 +61,16 @@ def evaluated_trial_dirs(directory) -> list[Path]:
 
 
 def expand_sweeps(directories) -> list[Path]:
-    """Run directories, with every sweep directory replaced by its evaluated trials and the
-    sweep's own files left out (what a shell's ``SWEEP/*`` names besides its trials)."""
-    expanded = []
+    """Run directories, with every sweep directory replaced by its evaluated trials; what a
+    shell's ``SWEEP/*`` names inside a sweep is kept when it is one of those trials (the
+    sweep's own files, and trials without an evaluation, logged as such, are left out)."""
+    expanded, evaluated = [], {}
     for directory in map(Path, directories):
-        if directory.is_file() and is_sweep(directory.parent):
+        if is_sweep(directory.parent) and not is_sweep(directory):  # e.g. from SWEEP/*
+            if directory.parent not in evaluated:
+                evaluated[directory.parent] = evaluated_trial_dirs(directory.parent)
+            if directory in evaluated[directory.parent]:
+                expanded.append(directory)
             continue
         expanded.extend(evaluated_trial_dirs(directory) if is_sweep(directory) else [directory])
     return expanded

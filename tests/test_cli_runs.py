@@ -458,6 +458,11 @@ def test_a_cross_check_whose_floor_beats_the_pooled_ais_makes_it_the_records_ln_
         assert values["mean"] == pytest.approx(bracketed["nll"][split]["mean"] + 2.0, abs=1e-6)
     assert checked["bracket"]["optimistic"] == pytest.approx(checked["nll"]["test"]["mean"],
                                                              abs=1e-6)
+    # and the report shows that NLL (it was 2 nats off, moved from the former ln Z's)
+    assert checked["nll_log_z"] == lifted
+    assert_ok(run_cli("report", run_dir, "--out", run_dir.parent / "report"))
+    (row,) = parse_markdown_table((run_dir.parent / "report" / "report.md").read_text())
+    assert row["Avg. test NLL"].split(" +/- ")[0] == f"{checked['nll']['test']['mean']:.2f}"
     assert not checked["bracket"]["certified"]
     reasons = checked["bracket"]["reasons"]
     assert any("below the certain floor" in reason for reason in reasons)

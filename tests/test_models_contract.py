@@ -9,6 +9,8 @@ trips, and the ValueErrors raised on bad input, each naming the problem.
 from __future__ import annotations
 
 import math
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -354,6 +356,10 @@ def test_constructors_take_a_dtype_by_name_and_refuse_a_device_they_cannot_use(f
             family(4, 3, dtype=dtype)
     with pytest.raises(ValueError, match="device 'nonsense' is not usable here"):
         family(4, 3, device="nonsense")
+    with tempfile.TemporaryDirectory() as directory:  # not the checkpoint's fault either
+        irbm.save(family(4, 3), Path(directory) / "model.safetensors")
+        with pytest.raises(ValueError, match="^device 'nonsense' is not usable here"):
+            irbm.load(Path(directory) / "model.safetensors", device="nonsense")
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="device 'cuda' is not usable here"):
             family(4, 3, device="cuda")

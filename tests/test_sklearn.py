@@ -321,6 +321,10 @@ def test_edited_fitted_arrays_are_the_parameters_as_in_scikit_learn(cls):
     assert not np.allclose(model.score_samples(X[:3]), before)  # log Z recomputed
     restored = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(restored.score_samples(X), model.score_samples(X))
+    # pickled after an edit, the copy does not take the former parameters' cached log Z
+    model.intercept_visible_ = np.full(6, -2.0)
+    restored = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(restored.score_samples(X), model.score_samples(X))
     rng = np.random.RandomState(1)
     model.components_ = rng.randn(3, 6)
     model.intercept_hidden_ = rng.randn(3)
@@ -328,6 +332,7 @@ def test_edited_fitted_arrays_are_the_parameters_as_in_scikit_learn(cls):
     expected = 1.0 / (1.0 + np.exp(-(X[:4] @ model.components_.T + model.intercept_hidden_)))
     if cls is BernoulliRBM:  # the ordered models' means also sum over z
         np.testing.assert_allclose(model.transform(X[:4]), expected, rtol=1e-5)
+    assert pickle.loads(pickle.dumps(model)).n_components_ == 3
     model.partial_fit(X[:10])  # trains on from the new parameters
     assert model.components_.shape[1] == 6
     model.intercept_hidden_ = np.zeros(2)

@@ -117,9 +117,14 @@ def test_report_accepts_a_sweep_directory(swept, tmp_path):
     out, _ = swept
     markdown, _ = report_runs([out], tmp_path / "report")
     assert markdown.read_text().count("| iRBM") == 4
-    # irbm report OUT/* names the sweep's tables and marker too: they are left out
-    markdown, _ = report_runs(sorted(out.iterdir()), tmp_path / "glob")
-    assert markdown.read_text().count("| iRBM") == 4
+    # irbm report OUT/* names the sweep's tables and marker too: they are left out, and so
+    # is a trial without an evaluation of its model, as from irbm report OUT
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    (copy / "lr=0.1,l1=0.0" / runs.EVALUATION_FILE).unlink()
+    for given in ([copy], sorted(copy.iterdir())):
+        markdown, _ = report_runs(given, tmp_path / "glob")
+        assert markdown.read_text().count("| iRBM") == 3
 
 
 def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch, cluster):

@@ -308,7 +308,8 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         check_is_fitted(self)
         arrays = (self.components_, self.intercept_hidden_, self.intercept_visible_)
         kept = getattr(self, "_fitted_arrays", None)
-        if kept is not None and all(map(np.array_equal, arrays, kept)):
+        if kept is not None and all(np.array_equal(array, old, equal_nan=True)
+                                    for array, old in zip(arrays, kept)):
             return
         weights, hidden_bias, visible_bias = (np.asarray(array) for array in arrays)
         if weights.ndim != 2 or hidden_bias.shape != weights.shape[:1] or \
@@ -536,6 +537,8 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     # ------------------------------------------------------------------ pickling and tags
     def __getstate__(self) -> dict:
         """Plain NumPy state: torch objects are left out and rebuilt from the fitted arrays."""
+        if hasattr(self, "components_"):
+            self._check_fitted()  # edited arrays: drop what was cached of the former ones
         state = dict(super().__getstate__())
         state.pop("_model", None)
         state.pop("_trainer", None)
