@@ -14,7 +14,6 @@ allowed to delete them, and a lock keeps a second process off a directory in use
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 import zipfile
@@ -24,14 +23,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ._io import atomic_write
+from ._io import atomic_write, hold_lock
 from .ais import tensor_digest
 from .kernels import runs_on
-
-try:  # POSIX; elsewhere two processes must not share a work directory (not enforced)
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None
 
 SETTINGS_FILE = "settings.json"
 PILOTS_FILE = "pilots.npz"
@@ -77,7 +71,7 @@ class LevelWork:
             raise ValueError(f"{self.directory} is neither empty nor a bracket's work "
                              "directory: give a new or empty directory")
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._lock = _lock(self.directory / LOCK_FILE)
+        self._lock = hold_lock(self.directory / LOCK_FILE, "running a bracket of this run")
         try:
             self._check(identity)
         except BaseException:
@@ -161,22 +155,6 @@ def remove_work(directory):
         directory.rmdir()
     except OSError:
         pass  # something not ours is in it: left as found
-
-
-def _lock(path: Path):
-    """An open file holding an exclusive lock on ``path`` (released when closed or when the
-    process dies), or ValueError when another process holds it."""
-    handle = open(path, "a")
-    if fcntl is None:  # pragma: no cover - Windows
-        return handle
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.close()
-        raise ValueError(f"{path.parent} is in use by another process (a bracket of this "
-                         f"run is running, pid unknown): wait for it, or stop it") from None
-    os.set_inheritable(handle.fileno(), False)
-    return handle
 
 
 def _ours(name: str) -> bool:

@@ -1,4 +1,5 @@
-"""Atomic file writes: everything irbm writes goes through `atomic_write`."""
+"""Atomic file writes (everything irbm writes goes through `atomic_write`) and the lock that
+keeps a second process off a directory in use (`hold_lock`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,11 @@ import contextlib
 import os
 import uuid
 from pathlib import Path
+
+try:  # POSIX; elsewhere two processes must not share a directory (not enforced)
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None
 
 
 @contextlib.contextmanager
@@ -27,3 +33,25 @@ def atomic_write(path, mode: str = "wb"):
     finally:
         if temporary.exists():
             temporary.unlink()
+
+
+def hold_lock(path, doing: str):
+    """An open file holding an exclusive lock on ``path`` with this process's id in it,
+    released when it is closed or the process dies; ValueError naming the process that holds
+    it, ``doing`` what (e.g. "training this run"), when another does."""
+    handle = open(path, "a+")
+    if fcntl is None:  # pragma: no cover - Windows
+        return handle
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        raise ValueError(f"{Path(path).parent} is in use by another process (pid {holder}, "
+                         f"{doing}): wait for it, or stop it") from None
+    handle.truncate(0)
+    handle.write(str(os.getpid()))
+    handle.flush()
+    os.set_inheritable(handle.fileno(), False)
+    return handle

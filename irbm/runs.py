@@ -46,6 +46,7 @@ RUN_FORMAT, RUN_VERSION = "irbm-run", 1
 SWEEP_MARKER_FILE = "irbm-sweep.json"  # `irbm.sweep_table`'s; a sweep's trials are runs
 CONFIG_FILE = "config.json"
 HISTORY_FILE = "history.json"
+TRAIN_LOCK_FILE = ".training.lock"  # held while a process trains the run (irbm._io.hold_lock)
 VALIDATION_FILE = "validation.json"
 EVALUATION_FILE = "evaluation.json"
 BEST_FILE = "best.safetensors"

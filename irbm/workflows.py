@@ -20,7 +20,7 @@ import torch
 from . import checkpoint as ckpt
 from . import runs
 from ._bracket_work import remove_work
-from ._io import atomic_write
+from ._io import atomic_write, hold_lock
 from .ais import estimate_log_partition
 from .bracket import BRACKET_CHAINS, RAISE_REPEATS, level_estimates, pool_estimates, rejudge
 from .datasets import ALIASES, LOADERS, load_dataset
@@ -199,12 +199,19 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
     runs.check_writable(out)
     if not resuming:
         runs.create_run(out, record)
-    say(message)
-    train = torch.as_tensor(dataset.train)
-    valid = torch.as_tensor(dataset.valid) if len(dataset.valid) else None
-    trainer.fit(train, settings.epochs, valid=valid,
-                callbacks=_callbacks(settings, out, train, valid, record if resuming else None,
-                                     say if epoch_lines else None))
+    # A second process training into the same directory would interleave its checkpoints.
+    lock = hold_lock(out / runs.TRAIN_LOCK_FILE, "training this run")
+    try:
+        say(message)
+        train = torch.as_tensor(dataset.train)
+        valid = torch.as_tensor(dataset.valid) if len(dataset.valid) else None
+        trainer.fit(train, settings.epochs, valid=valid,
+                    callbacks=_callbacks(settings, out, train, valid,
+                                         record if resuming else None,
+                                         say if epoch_lines else None))
+    finally:
+        (out / runs.TRAIN_LOCK_FILE).unlink(missing_ok=True)
+        lock.close()
     say(f"done: epoch {trainer.epoch}, {trainer.model.n_hidden} hidden units; model in "
         f"{out / ckpt.MODEL_FILE}")
     return trainer

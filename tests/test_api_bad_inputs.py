@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from _cli_helpers import exit_with_cli
+from _cli_helpers import exit_with_cli, run_cli
 
 import irbm
+from irbm import runs
 from irbm.training import Trainer
 
 DATA = (torch.rand(40, 6, generator=torch.Generator().manual_seed(0)) < 0.5).double()
@@ -107,12 +108,21 @@ def test_sigkill_at_random_points_resumes_bit_identically(tmp_path):
         while _last_epoch(history)[0] < 3 * kill + 2 and time.monotonic() < deadline:
             assert process.exitcode is None, Path(f"{killed}.stderr").read_text()
             time.sleep(0.01)
+        if kill == 0:  # a second process training the same run is refused, nothing written
+            before = history.read_text()
+            second = run_cli("train", "orbm", "digits", "--out", killed, "--epochs", EPOCHS,
+                             "--n-hidden", 16, "--quiet", "--threads", 1)
+            assert second.code == 2 and f"{killed} is in use by another process (pid " \
+                f"{process.pid}, training this run): wait for it, or stop it" in second.err, \
+                second.err
+            assert history.read_text()[:len(before)] == before
         time.sleep(rng.uniform(0.0, _last_epoch(history)[1]))  # a random point of an epoch
         assert process.exitcode is None, "training ended before it could be killed"
         os.kill(process.pid, signal.SIGKILL)
         process.join()
         assert process.exitcode == -signal.SIGKILL
-    _finish(_train(killed), killed)
+    _finish(_train(killed), killed)  # the killed processes' locks held nothing back
+    assert not (killed / runs.TRAIN_LOCK_FILE).exists()
     expected, actual = irbm.load(reference), irbm.load(killed)
     for name, tensor in expected.state_dict().items():
         assert torch.equal(actual.state_dict()[name], tensor), name
