@@ -126,8 +126,9 @@ def add_setting_argument(parser, spec: SettingSpec):
 def _system_options(parser, *, data: bool = True, threads: bool = True):
     group = parser.add_argument_group("system options")
     if data:
-        group.add_argument("--data-dir", help="directory holding the dataset files (default: "
-                           "$IRBM_DATA_DIR, then the cache, then download)")
+        group.add_argument("--data-dir", help="directory holding the dataset files, and the "
+                           "only place looked in (default: $IRBM_DATA_DIR; with neither, the "
+                           "cache, then a download)")
     group.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda")
     if threads:
         add_setting_argument(group, SPECS["threads"])
@@ -309,9 +310,12 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--threads", type=int, default=1, help="torch threads of each trial "
                        "(default: 1)")
 
-    demo = commands_parser.add_parser("demo", help="train, evaluate and report the three models "
-                                      "on the embedded digits (30-60 s on 2 cores)")
-    demo.add_argument("--out", default="demo-output", help="output directory")
+    demo_text = ("train, evaluate and report the three models on the embedded digits (30-60 s "
+                 "on 2 cores)")
+    demo = commands_parser.add_parser("demo", help=demo_text, description=demo_text[0].upper()
+                                      + demo_text[1:] + "; the same command resumes it.")
+    demo.add_argument("--out", default="demo-output", help="output directory (default: "
+                      "demo-output)")
     demo.add_argument("--quick", action="store_true", help="a much shorter run (for tests)")
     _system_options(demo, data=False)
     parser.command_parsers = commands_parser.choices

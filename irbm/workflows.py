@@ -34,6 +34,7 @@ from .evaluate import (
 from .floor import FLOOR_STEPS, sampled_log_partition_floor
 from .models import build_model, check_device
 from .profiles import merge_settings
+from .report import MARKER_FILE as REPORT_MARKER
 from .report import write_report
 from .sampling import sample
 from .settings import SPECS, Settings, check_model_size
@@ -724,7 +725,9 @@ def plot_run(run_dir, *, data_dir=None, device=None, allow_stale=False, echo=Non
 def report_runs(run_dirs, out_dir=None, *, allow_stale=False) -> tuple[Path, Path]:
     """`irbm.report.write_report`: report.md and report.html for evaluated runs; a sweep
     directory stands for its evaluated trials."""
-    runs_ = expand_sweeps(run_dirs)
+    # A report's own directory, such as demo-output/report under demo-output/*/, is no run.
+    runs_ = [run for run in expand_sweeps(run_dirs)
+             if not (Path(run) / REPORT_MARKER).is_file()]
     if not runs_:
         raise ValueError(f"nothing to report: no trial of {', '.join(map(str, run_dirs))} has "
                          "an evaluation of its current model (irbm sweep evaluates each "

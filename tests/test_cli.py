@@ -500,6 +500,10 @@ def test_report_over_several_runs_matches_the_evaluations(pipeline, tmp_path, mo
     check_report(out_dir, run_dirs)
     assert "Dataset: digits." in (out_dir / "report.md").read_text()
     assert [snapshot(run_dir) for run_dir in run_dirs] == before  # the runs are only read
+    # a report's own directory among the runs (demo-output/*/ names demo-output/report): none
+    assert_ok(run_cli("report", *run_dirs, out_dir, "--out", tmp_path / "again"))
+    assert len(parse_markdown_table((tmp_path / "again" / "report.md").read_text())) == \
+        len(run_dirs)
     assert_ok(run_cli("report", run_dirs[2]))  # a report directory is rewritten
     assert [row["Model"] for row in check_report(out_dir, run_dirs[2:])] == ["RBM"]
 

@@ -259,7 +259,7 @@ def test_ctrl_c_during_the_trials_is_one_line_and_the_sweep_resumes(tmp_path):
     # Its own group, as a terminal's foreground job, with SIGINT not ignored (a shell starting
     # a job in the background would ignore it).
     sweep = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True, env={**os.environ, "TQDM_DISABLE": "1"},
+                             start_new_session=True,
                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     histories = [out / "lr=0.1" / runs.HISTORY_FILE]
     deadline = time.monotonic() + 120
