@@ -50,8 +50,10 @@ def hold_lock(path, doing: str):
         handle.close()
         raise ValueError(f"{Path(path).parent} is in use by another process (pid {holder}, "
                          f"{doing}): wait for it, or stop it") from None
-    handle.truncate(0)
-    handle.write(str(os.getpid()))
-    handle.flush()
+    handle.seek(0)
+    if handle.read() != str(os.getpid()):  # as it is, the file is left untouched
+        handle.truncate(0)
+        handle.write(str(os.getpid()))
+        handle.flush()
     os.set_inheritable(handle.fileno(), False)
     return handle
