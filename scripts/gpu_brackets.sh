@@ -5,12 +5,15 @@
 # packed into OUT/brackets.tgz to be merged back. A level a CPU started (its bracket_partial/
 # holds CPU batches) is refused on the GPU: delete that directory to run the level there.
 #
-#   OUT=/tmp/gpu IRBM_DATA_DIR=... [BUDGET=470] [DEVICE=cuda] bash scripts/gpu_brackets.sh \
+#   OUT=/tmp/gpu IRBM_DATA_DIR=... [BUDGET=470] [GRACE=80] [DEVICE=cuda] bash scripts/gpu_brackets.sh \
 #       "MODEL_DIR [evaluate options]" ["MODEL_DIR [evaluate options]" ...]
 #
 # One GPU serves the jobs in turn: each step of an annealing run is a handful of small kernels,
 # launch-bound at a few thousand chains, so the jobs' launches interleave. Each job gets the
-# time budget BUDGET (its last doubling predicted to fit) and is killed 80 s after it.
+# time budget BUDGET (its last doubling predicted to fit) and is killed GRACE s (default 80)
+# after it. The budget is checked before each chain batch, and on a GPU a batch is a whole
+# run, so a kill loses the run in flight: make BUDGET + GRACE cover the longest run a job may
+# start just before its budget.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:?set OUT to a folder for the results}"
@@ -29,7 +32,7 @@ for job in "$@"; do
   read -r -a words <<<"$job"
   model="${words[0]}"
   log="$OUT/logs/$(basename "$model").log"
-  timeout $((BUDGET + 80)) python3 -m irbm.cli evaluate "${words[@]}" --device "${DEVICE:-cuda}" \
+  timeout $((BUDGET + ${GRACE:-80})) python3 -m irbm.cli evaluate "${words[@]}" --device "${DEVICE:-cuda}" \
     --max-seconds "$BUDGET" --threads 2 >"$log" 2>&1 &
   pids+=($!)
 done
