@@ -51,44 +51,65 @@ class OutOfTime(Exception):
 
 class Deadline:
     """A time budget shared by one call's checkpointed runs: past ``at`` (a `time.perf_counter`
-    value) they stop before their next chain batch by raising `OutOfTime`, once any of them
-    has run a batch (``ran``), so that a call resumed past its deadline still makes progress
-    and one that has made some starts no new batch, in this run or the next.
+    value), or when the next chain batch would end past it, they stop before that batch by
+    raising `OutOfTime`, once any of them has run a batch (``ran``), so that a call resumed past
+    its deadline still makes progress and one that has made some starts no new batch, in this
+    run or the next.
+
+    A batch's end is predicted from the seconds per chain-step of the last batch this call ran
+    (``seconds_per_step``, any run's: AIS and RAISE steps cost alike), because a batch at size
+    can run for many minutes: started just before the budget it would overrun it by as much,
+    or be lost to whatever kills the call at its end.
 
     A run that is not checkpointed goes on: stopped, its finished batches would be lost.
     """
 
     def __init__(self, at: float):
-        self.at, self.ran = float(at), False
+        self.at, self.ran, self.seconds_per_step = float(at), False, None
 
     @classmethod
     def of(cls, deadline) -> Deadline | None:
         """``deadline`` as a Deadline: a float is one that no batch has run against yet."""
         return deadline if deadline is None or isinstance(deadline, cls) else cls(deadline)
 
-    def check(self, checkpoint_path, batch: int, total: int):
-        """Raise `OutOfTime` before chain batch ``batch`` of ``total`` when the budget is spent
-        (see the class)."""
-        if self.ran and checkpoint_path is not None and time.perf_counter() > self.at:
+    def check(self, checkpoint_path, batch: int, total: int, chain_steps: int | None = None):
+        """Raise `OutOfTime` before chain batch ``batch`` of ``total`` (``chain_steps`` chains x
+        temperatures, None: unknown) when the budget is spent or would be within it (see the
+        class)."""
+        if not self.ran or checkpoint_path is None:
+            return
+        now = time.perf_counter()
+        predicted = (0.0 if chain_steps is None or self.seconds_per_step is None
+                     else self.seconds_per_step * chain_steps)
+        if now + predicted > self.at:
             saved = (f"the finished ones are saved in {checkpoint_path}" if batch else
                      "none of this run's had started")
+            why = ("" if now > self.at else
+                   f" (the next would take about {predicted:.0f} s, "
+                   f"{self.at - now:.0f} s were left)")
             raise OutOfTime(f"stopped at the deadline with {total - batch} of {total} chain "
-                            f"batch(es) left; {saved}")
+                            f"batch(es) left{why}; {saved}")
 
 
-def run_batches(first: int, total: int, deadline, checkpoint_path):
+def run_batches(first: int, total: int, deadline, checkpoint_path, chain_steps=None):
     """The indices first, ..., total - 1 of the chain batches a run has left, each yielded once
     ``deadline`` (float, `Deadline` or None) allows it (`Deadline.check`) and marked run when
     the loop asks for the next one (a batch whose body raised is not: the call ends there).
 
-    Pilot runs of a schedule, small and saved, are not batches: they are not checked."""
+    ``chain_steps`` (sequence, one per batch: chains x temperatures) lets the deadline time
+    each batch and predict the next one's end. Pilot runs of a schedule, small and saved, are
+    not batches: they are not checked."""
     deadline = Deadline.of(deadline)
     for batch in range(first, total):
+        size = None if chain_steps is None else int(chain_steps[batch])
         if deadline is not None:
-            deadline.check(checkpoint_path, batch, total)
+            deadline.check(checkpoint_path, batch, total, size)
+        started = time.perf_counter()
         yield batch
         if deadline is not None:
             deadline.ran = True
+            if size:
+                deadline.seconds_per_step = (time.perf_counter() - started) / size
 
 
 @dataclass
@@ -510,9 +531,10 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
         .npz file where finished chain batches are saved; a rerun with the same configuration
         (requires ``seed``) resumes from it, a different configuration raises ValueError.
     deadline : float or Deadline, optional
-        A `time.perf_counter` value: with ``checkpoint_path``, past it the run stops between
-        batches by raising `OutOfTime`, after at least one; a `Deadline` shared by several runs
-        lets a run stop before its first batch once another has run one.
+        A `time.perf_counter` value: with ``checkpoint_path``, past it, or before a batch
+        predicted to end past it, the run stops between batches by raising `OutOfTime`, after
+        at least one; a `Deadline` shared by several runs lets a run stop before its first
+        batch once another has run one.
     progress : bool
         Show a tqdm progress bar.
 
@@ -555,7 +577,8 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
         with tqdm(total=(len(sizes) - len(all_log_weights)) * (len(betas) - 1),
                   disable=not progress, desc="AIS", unit="step") as bar:
             for batch in run_batches(len(all_log_weights), len(sizes), deadline,
-                                     checkpoint_path):
+                                     checkpoint_path,
+                                     [size * (len(betas) - 1) for size in sizes]):
                 started = time.perf_counter()
                 log_weights, samples = run_chains(make_path(model, base_bias, path, trajectory),
                                                   betas_tensor,

@@ -211,8 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--max-seconds", type=_positive_float, default=None,
                           help="time budget of --bracket (default: none): a level starts "
                           "only when the last one's time says it fits; given here, it also "
-                          "stops the command's first level between saved chain batches, for "
-                          "the same command to go on (exit status 3)")
+                          "stops the command's first level between saved chain batches (before "
+                          "one predicted to end past it), for the same command to go on (exit "
+                          "status 3)")
     evaluate.add_argument("--continue", dest="resume", action="store_true",
                           help="with --bracket: continue the latest bracket of the run's "
                           "current model from twice its last level's temperatures, with its "

@@ -252,8 +252,9 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
         (model, rows, schedule, base, repeats, batch size; requires ``seed``) resumes from it and
         gives what an uninterrupted run gives, a different configuration raises ValueError.
     deadline : float or `irbm.ais.Deadline`, optional
-        As in `irbm.ais.estimate_log_partition`: past it, a checkpointed run stops between
-        batches (`irbm.ais.OutOfTime`), after at least one; a `irbm.ais.Deadline` shared by
+        As in `irbm.ais.estimate_log_partition`: past it, or before a batch predicted to end
+        past it, a checkpointed run stops between batches (`irbm.ais.OutOfTime`), after at
+        least one; a `irbm.ais.Deadline` shared by
         several runs lets a run stop before its first batch once another has run one.
     """
     if checkpoint_path is not None and seed is None:
@@ -283,7 +284,10 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
         starts = range(0, rows.shape[0], chain_batch_size)
         with tqdm(total=(len(starts) - len(pieces)) * (len(schedule) - 1),
                   disable=not progress, desc="RAISE", unit="step") as bar:
-            for batch in run_batches(len(pieces), len(starts), deadline, checkpoint_path):
+            steps = [min(chain_batch_size, rows.shape[0] - start) * (len(schedule) - 1)
+                     for start in starts]
+            for batch in run_batches(len(pieces), len(starts), deadline, checkpoint_path,
+                                     steps):
                 chunk = rows[starts[batch]:starts[batch] + chain_batch_size]
                 pieces.append(run_reverse_chains(make_path(model, base_bias, path, trajectory),
                                                  schedule,

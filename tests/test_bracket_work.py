@@ -264,6 +264,41 @@ def test_raise_resumes_from_its_saved_chain_batches(tmp_path, monkeypatch):
         raise_nll(model, rows, checkpoint_path=path, **options)
 
 
+def test_a_batch_the_last_ones_pace_says_would_end_past_the_deadline_is_not_started(
+        monkeypatch, tmp_path):
+    """With each batch's chain-steps given, the deadline times the batches run and refuses one
+    predicted to end past it, in this run or the next that shares it; a call's first batch runs
+    whatever the prediction (none is known), and without chain-steps only a spent budget stops
+    a run. A fake clock: each batch takes 2 s per chain-step."""
+    clock = [0.0]
+    monkeypatch.setattr(ais.time, "perf_counter", lambda: clock[0])
+    path = tmp_path / "run.npz"
+
+    def run(deadline, chain_steps=(30, 30, 30, 30)):
+        ran = []
+        try:
+            for batch in ais.run_batches(0, 4, deadline, path, chain_steps):
+                ran.append(batch)
+                clock[0] += 2.0 * 30
+        except ais.OutOfTime as stopped:
+            return ran, str(stopped)
+        return ran, None
+
+    shared = ais.Deadline(130.0)
+    ran, stopped = run(shared)
+    assert ran == [0, 1] and clock[0] == 120.0
+    assert "with 2 of 4 chain batch(es) left (the next would take about 60 s, 10 s were " \
+           "left); the finished ones are saved in" in stopped
+    ran, stopped = run(shared)  # another run of the same call: refused before its first
+    assert ran == [] and stopped.endswith("with 4 of 4 chain batch(es) left (the next would "
+                                          "take about 60 s, 10 s were left); none of this "
+                                          "run's had started")
+    clock[0] = 0.0
+    assert run(ais.Deadline(130.0), chain_steps=None)[0] == [0, 1, 2]
+    clock[0] = 0.0
+    assert run(ais.Deadline(10.0))[0] == [0]  # the first batch runs though it cannot fit
+
+
 @pytest.mark.parametrize("which", ["ais", "raise"])
 def test_a_deadline_stops_a_saved_run_between_batches_and_a_shared_one_before_them(
         tmp_path, which):
