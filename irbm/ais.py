@@ -56,31 +56,41 @@ class Deadline:
     its deadline still makes progress and one that has made some starts no new batch, in this
     run or the next.
 
-    A batch's end is predicted from the seconds per chain-step of the last batch this call ran
-    (``seconds_per_step``, any run's: AIS and RAISE steps cost alike), because a batch at size
-    can run for many minutes: started just before the budget it would overrun it by as much,
-    or be lost to whatever kills the call at its end.
+    A batch's time is predicted from the batches this call ran (any run's: AIS and RAISE steps
+    cost alike at one width), because a batch at size can run for many minutes: started just
+    before the budget it would overrun it by as much, or be lost to whatever kills the call at
+    its end. ``seconds_per_step`` holds the last seconds per temperature step at each width
+    (chains run together). A width not timed yet is predicted from the nearest one timed, as
+    dearer per step if wider (a CPU's cost grows with the chains) and no cheaper if narrower
+    (a GPU's is launch-bound): never too short on either device.
 
     A run that is not checkpointed goes on: stopped, its finished batches would be lost.
     """
 
     def __init__(self, at: float):
-        self.at, self.ran, self.seconds_per_step = float(at), False, None
+        self.at, self.ran, self.seconds_per_step = float(at), False, {}
 
     @classmethod
     def of(cls, deadline) -> Deadline | None:
         """``deadline`` as a Deadline: a float is one that no batch has run against yet."""
         return deadline if deadline is None or isinstance(deadline, cls) else cls(deadline)
 
-    def check(self, checkpoint_path, batch: int, total: int, chain_steps: int | None = None):
-        """Raise `OutOfTime` before chain batch ``batch`` of ``total`` (``chain_steps`` chains x
-        temperatures, None: unknown) when the budget is spent or would be within it (see the
-        class)."""
+    def predicted_seconds(self, n_chains: int, n_steps: int) -> float:
+        """Seconds a batch of ``n_chains`` chains x ``n_steps`` temperature steps is predicted
+        to take (0 before any batch of this call was timed; see the class)."""
+        if not self.seconds_per_step:
+            return 0.0
+        timed = min(self.seconds_per_step, key=lambda width: abs(width - n_chains))
+        return self.seconds_per_step[timed] * max(1.0, n_chains / timed) * n_steps
+
+    def check(self, checkpoint_path, batch: int, total: int, shape=None):
+        """Raise `OutOfTime` before chain batch ``batch`` of ``total`` (``shape``: its chains and
+        temperature steps, None: unknown) when the budget is spent or the batch would end past
+        it (see the class)."""
         if not self.ran or checkpoint_path is None:
             return
         now = time.perf_counter()
-        predicted = (0.0 if chain_steps is None or self.seconds_per_step is None
-                     else self.seconds_per_step * chain_steps)
+        predicted = 0.0 if shape is None else self.predicted_seconds(*shape)
         if now + predicted > self.at:
             saved = (f"the finished ones are saved in {checkpoint_path}" if batch else
                      "none of this run's had started")
@@ -90,26 +100,32 @@ class Deadline:
             raise OutOfTime(f"stopped at the deadline with {total - batch} of {total} chain "
                             f"batch(es) left{why}; {saved}")
 
+    def timed(self, shape, seconds: float):
+        """Record that a batch of ``shape`` (chains, temperature steps) took ``seconds``."""
+        n_chains, n_steps = shape
+        if n_steps > 0:
+            self.seconds_per_step[int(n_chains)] = seconds / n_steps
 
-def run_batches(first: int, total: int, deadline, checkpoint_path, chain_steps=None):
+
+def run_batches(first: int, total: int, deadline, checkpoint_path, shapes=None):
     """The indices first, ..., total - 1 of the chain batches a run has left, each yielded once
     ``deadline`` (float, `Deadline` or None) allows it (`Deadline.check`) and marked run when
     the loop asks for the next one (a batch whose body raised is not: the call ends there).
 
-    ``chain_steps`` (sequence, one per batch: chains x temperatures) lets the deadline time
-    each batch and predict the next one's end. Pilot runs of a schedule, small and saved, are
-    not batches: they are not checked."""
+    ``shapes`` (one (chains, temperature steps) per batch) lets the deadline time each batch
+    and predict the next one's end. Pilot runs of a schedule, small and saved, are not
+    batches: they are not checked."""
     deadline = Deadline.of(deadline)
     for batch in range(first, total):
-        size = None if chain_steps is None else int(chain_steps[batch])
+        shape = None if shapes is None else shapes[batch]
         if deadline is not None:
-            deadline.check(checkpoint_path, batch, total, size)
+            deadline.check(checkpoint_path, batch, total, shape)
         started = time.perf_counter()
         yield batch
         if deadline is not None:
             deadline.ran = True
-            if size:
-                deadline.seconds_per_step = (time.perf_counter() - started) / size
+            if shape is not None:
+                deadline.timed(shape, time.perf_counter() - started)
 
 
 @dataclass
@@ -578,7 +594,7 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
                   disable=not progress, desc="AIS", unit="step") as bar:
             for batch in run_batches(len(all_log_weights), len(sizes), deadline,
                                      checkpoint_path,
-                                     [size * (len(betas) - 1) for size in sizes]):
+                                     [(size, len(betas) - 1) for size in sizes]):
                 started = time.perf_counter()
                 log_weights, samples = run_chains(make_path(model, base_bias, path, trajectory),
                                                   betas_tensor,

@@ -284,10 +284,10 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
         starts = range(0, rows.shape[0], chain_batch_size)
         with tqdm(total=(len(starts) - len(pieces)) * (len(schedule) - 1),
                   disable=not progress, desc="RAISE", unit="step") as bar:
-            steps = [min(chain_batch_size, rows.shape[0] - start) * (len(schedule) - 1)
-                     for start in starts]
+            shapes = [(min(chain_batch_size, rows.shape[0] - start), len(schedule))
+                      for start in starts]  # the reverse chains' first transition is a step
             for batch in run_batches(len(pieces), len(starts), deadline, checkpoint_path,
-                                     steps):
+                                     shapes):
                 chunk = rows[starts[batch]:starts[batch] + chain_batch_size]
                 pieces.append(run_reverse_chains(make_path(model, base_bias, path, trajectory),
                                                  schedule,
@@ -469,7 +469,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     max_seconds : float, optional
         Time budget: a level is started only when the last one's time says it fits, and the
         last level finished is reported. With ``work_dir`` and ``stop_inside_level``, the
-        call's first level also stops at it between saved chain batches, raising
+        call's first level also stops at it between saved chain batches, or before a batch
+        predicted to end past it (`irbm.ais.Deadline`), raising
         `irbm.bracket.BracketUnfinished` (the same call again goes on from them).
     seed : int, optional
         Seeds the row subset and every estimator (default 0).

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -264,22 +265,24 @@ def test_raise_resumes_from_its_saved_chain_batches(tmp_path, monkeypatch):
         raise_nll(model, rows, checkpoint_path=path, **options)
 
 
-def test_a_batch_the_last_ones_pace_says_would_end_past_the_deadline_is_not_started(
+def test_a_batch_the_batches_run_say_would_end_past_the_deadline_is_not_started(
         monkeypatch, tmp_path):
-    """With each batch's chain-steps given, the deadline times the batches run and refuses one
-    predicted to end past it, in this run or the next that shares it; a call's first batch runs
-    whatever the prediction (none is known), and without chain-steps only a spent budget stops
-    a run. A fake clock: each batch takes 2 s per chain-step."""
+    """With each batch's (chains, steps) given, the deadline times the batches run and refuses
+    one predicted to end past it, in this run or the next that shares it (the last batch of a
+    run is timed too); a call's first batch runs whatever the prediction (none is known), and
+    without shapes only a spent budget stops a run. A width not timed yet is predicted as dearer
+    if wider and no cheaper if narrower. A fake clock: a batch takes 0.01 s per chain-step."""
     clock = [0.0]
-    monkeypatch.setattr(ais.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(ais, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
     path = tmp_path / "run.npz"
 
-    def run(deadline, chain_steps=(30, 30, 30, 30)):
+    def run(deadline, shapes=((30, 200),) * 4, told=True):
         ran = []
         try:
-            for batch in ais.run_batches(0, 4, deadline, path, chain_steps):
+            for batch in ais.run_batches(0, len(shapes), deadline, path,
+                                         shapes if told else None):
                 ran.append(batch)
-                clock[0] += 2.0 * 30
+                clock[0] += 0.01 * shapes[batch][0] * shapes[batch][1]
         except ais.OutOfTime as stopped:
             return ran, str(stopped)
         return ran, None
@@ -294,9 +297,43 @@ def test_a_batch_the_last_ones_pace_says_would_end_past_the_deadline_is_not_star
                                           "take about 60 s, 10 s were left); none of this "
                                           "run's had started")
     clock[0] = 0.0
-    assert run(ais.Deadline(130.0), chain_steps=None)[0] == [0, 1, 2]
+    assert run(ais.Deadline(130.0), told=False)[0] == [0, 1, 2]
     clock[0] = 0.0
     assert run(ais.Deadline(10.0))[0] == [0]  # the first batch runs though it cannot fit
+
+    # Timed at 30 chains (60 s a batch) by a whole run, its last batch included: 60 chains are
+    # predicted at 120 s, 15 at 60 s; a timed width is predicted by its own pace.
+    clock[0], shared = 0.0, ais.Deadline(1000.0)
+    assert run(shared, shapes=((30, 200),) * 2) == ([0, 1], None)
+    assert shared.predicted_seconds(60, 200) == pytest.approx(120.0)
+    assert shared.predicted_seconds(15, 200) == pytest.approx(60.0)
+    clock[0] = 1000.0 - 100.0
+    assert run(shared, shapes=((60, 200),))[0] == []
+    clock[0] = 1000.0 - 50.0  # 15 chains would take 30 s here, but are not known to
+    assert run(shared, shapes=((15, 200),))[0] == []
+    shared.timed((15, 200), 30.0)
+    assert shared.predicted_seconds(15, 200) == pytest.approx(30.0)
+    assert run(shared, shapes=((15, 200),)) == ([0], None)
+
+
+def test_ais_and_raise_give_the_deadline_their_batches_shapes(monkeypatch):
+    """The runs time their batches by (chains, temperature steps), the smaller last batch
+    included: AIS steps len(betas) - 1, RAISE's reverse chains one more (their first
+    transition)."""
+    seen = []
+    real = ais.run_batches
+
+    def spy(first, total, deadline, checkpoint_path, shapes=None):
+        seen.append(list(shapes))
+        return real(first, total, deadline, checkpoint_path, shapes)
+
+    monkeypatch.setattr(ais, "run_batches", spy)
+    monkeypatch.setattr(evaluate, "run_batches", spy)
+    model, rows = _model(), _data(4, 7, 0.5)
+    ais.estimate_log_partition(model, 12, n_betas=20, seed=3, chain_batch_size=5, base="model",
+                               progress=False)
+    raise_nll(model, rows, n_betas=20, seed=3, chain_batch_size=4, n_repeats=2, progress=False)
+    assert seen == [[(5, 19), (5, 19), (2, 19)], [(4, 20), (4, 20), (4, 20), (2, 20)]]
 
 
 @pytest.mark.parametrize("which", ["ais", "raise"])
