@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from contextlib import contextmanager
 
 import torch
 
@@ -73,13 +74,20 @@ def free_cores(sample_seconds: float = _SAMPLE_SECONDS) -> int:
     return max(1, len(cpus) - int(load + 0.5))
 
 
+_FREE_CORES_KEPT = 1.0  # seconds a reading of the free cores is reused (partial_fit per batch)
+_last_reading = (-float("inf"), 1)
+
+
 def default_threads(work: float | None = None) -> int:
     """Threads for a computation whose typical matrix product has ``work`` multiply-adds
     (rows x n_visible x n_hidden; None: unknown, assumed large): 1 below `SMALL_WORK`, else
-    the number of free cores (`free_cores`)."""
+    the number of free cores (`free_cores`, read at most once a second)."""
+    global _last_reading
     if work is not None and work < SMALL_WORK:
         return 1
-    return free_cores()
+    if time.monotonic() - _last_reading[0] > _FREE_CORES_KEPT:
+        _last_reading = (time.monotonic(), free_cores())
+    return _last_reading[1]
 
 
 def apply_threads(n: int | None, work: float | None = None) -> int:
@@ -93,3 +101,17 @@ def apply_threads(n: int | None, work: float | None = None) -> int:
     torch.set_num_threads(n)
     logger.info("using %d torch thread%s", n, "" if n == 1 else "s")
     return n
+
+
+@contextmanager
+def using_threads(n: int | None = None, work: float | None = None):
+    """torch's CPU threads at ``n`` (None: `default_threads` for ``work``) inside the block and
+    torch's own setting restored after: how `irbm.Trainer.fit` and the scikit-learn estimators
+    keep to the free cores (a second thread on a busy core made updates 6-60x slower) without
+    changing their caller's setting."""
+    before = torch.get_num_threads()
+    apply_threads(n, work)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

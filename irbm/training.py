@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 from . import checkpoint as ckpt
 from ._io import atomic_write
+from ._threads import using_threads
 from .ais import batch_seed
 from .kernels import PhiloxGenerator
 from .models import EnergyModel
@@ -419,7 +420,7 @@ class Trainer:
                 metrics["valid_free_energy"] = float(self.model.free_energy(valid).mean())
         return metrics
 
-    def fit(self, train, epochs: int, *, valid=None, callbacks=()) -> list[dict]:
+    def fit(self, train, epochs: int, *, valid=None, callbacks=(), threads=None) -> list[dict]:
         """Train until ``epochs`` epochs in total have run (a resumed trainer continues from its
         epoch) and return the per-epoch history.
 
@@ -427,10 +428,24 @@ class Trainer:
         ----------
         train : Tensor or ndarray (N, n_visible) of 0/1 values
         epochs : int
+            Epochs in total, not more epochs: a trainer already there warns and does nothing.
         valid : Tensor or ndarray (M, n_visible), optional
         callbacks : iterable of Callback or callables ``f(trainer, metrics)``
+        threads : int, optional
+            torch's CPU threads while it trains (default: as ``irbm train``, one for small
+            models, else the free cores; `irbm._threads.using_threads`); torch's own setting
+            is restored after.
         """
         epochs = _count(epochs, "epochs", minimum=0)
+        if 0 < epochs <= self.epoch:
+            warnings.warn(f"this trainer has already run {self.epoch} epoch(s) and epochs="
+                          f"{epochs} counts them in total: nothing to train (pass "
+                          f"epochs={self.epoch + epochs} for {epochs} more)", stacklevel=2)
+        work = self.config.batch_size * self.model.n_visible * max(self.model.n_hidden, 1)
+        with using_threads(threads, work):
+            return self._fit(train, epochs, valid, callbacks)
+
+    def _fit(self, train, epochs, valid, callbacks) -> list[dict]:
         train = self._as_data(train)
         valid = None if valid is None else self._as_data(valid)
         callbacks = [c if isinstance(c, Callback) else _FunctionCallback(c) for c in callbacks]

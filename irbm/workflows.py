@@ -158,8 +158,6 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
     """
     say = echo or logger.info
     check_device(device)
-    if settings.threads is not None:
-        torch.set_num_threads(settings.threads)
     out = Path(out)
     resuming = _check_output(out, force)
     settings = replace(settings, dataset=dataset_key(settings.dataset)).resolved()
@@ -206,7 +204,7 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
         say(message)
         train = torch.as_tensor(dataset.train)
         valid = torch.as_tensor(dataset.valid) if len(dataset.valid) else None
-        trainer.fit(train, settings.epochs, valid=valid,
+        trainer.fit(train, settings.epochs, valid=valid, threads=settings.threads,
                     callbacks=_callbacks(settings, out, train, valid,
                                          record if resuming else None,
                                          say if epoch_lines else None))

@@ -2,6 +2,7 @@
 
 import os
 
+import numpy as np
 import pytest
 import torch
 
@@ -39,3 +40,55 @@ def test_the_suite_runs_one_thread_per_pool():
     assert torch.get_num_threads() == 1
     pools = threadpool_info()
     assert pools and all(pool["num_threads"] == 1 for pool in pools), pools
+
+
+@pytest.fixture
+def free_cores_three(monkeypatch):
+    """Three free cores, read afresh: the policy's choice for large work is visible."""
+    monkeypatch.setattr(_threads, "free_cores", lambda *args, **kwargs: 3)
+    monkeypatch.setattr(_threads, "_last_reading", (-float("inf"), 1))
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)  # the caller's own setting, which every call must give back
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.mark.parametrize("n_hidden, expected", [(4, 1), (400, 3)])
+def test_trainer_fit_trains_on_the_policys_threads_and_gives_the_callers_back(
+        free_cores_three, n_hidden, expected):
+    """`Trainer.fit` picks threads as `irbm train` does (one for a small product, else the free
+    cores) or takes ``threads``, and torch's setting is the caller's again after."""
+    from irbm import RBM, Trainer
+    data = (torch.rand(64, 784, generator=torch.Generator().manual_seed(0)) < 0.3).double()
+    seen = []
+    trainer = Trainer(RBM(784, n_hidden, dtype=torch.float64,
+                          generator=torch.Generator().manual_seed(0)), cd_k=1, batch_size=32,
+                      seed=0, progress=False)
+    trainer.fit(data, 1, callbacks=[lambda t, m: seen.append(torch.get_num_threads())])
+    trainer.fit(data, 2, threads=1, callbacks=[lambda t, m: seen.append(m["threads"])])
+    assert seen == [expected, 1] and torch.get_num_threads() == 2
+    assert [row["threads"] for row in trainer.history] == [expected, 1]
+    with pytest.warns(UserWarning, match=r"already run 2 epoch\(s\) and epochs=2 counts them in "
+                                         r"total: nothing to train \(pass epochs=4 for 2 more\)"):
+        trainer.fit(data, 2)
+    assert trainer.epoch == 2
+
+
+@pytest.mark.parametrize("n_components, expected", [(4, 1), (400, 3)])
+def test_the_estimators_fit_on_the_policys_threads_and_give_the_callers_back(
+        free_cores_three, monkeypatch, n_components, expected):
+    from irbm.sklearn import BernoulliRBM
+    from irbm.sklearn._base import _BaseBernoulliRBM
+    seen = []
+    update = _BaseBernoulliRBM._update
+
+    def spy(self, rows, rng):
+        seen.append(torch.get_num_threads())
+        return update(self, rows, rng)
+
+    monkeypatch.setattr(_BaseBernoulliRBM, "_update", spy)
+    X = (np.random.RandomState(0).rand(80, 784) < 0.3).astype(float)
+    estimator = BernoulliRBM(n_components=n_components, batch_size=40, n_iter=1,
+                             random_state=0).fit(X)
+    estimator.partial_fit(X[:40])
+    assert set(seen) == {expected} and torch.get_num_threads() == 2

@@ -11,6 +11,7 @@ the model's parameter attributes, so that a rename in the core changes one place
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import time
@@ -26,6 +27,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import Trainer
+from .._threads import using_threads
 from ..ais import estimate_log_partition
 from ..models import DTYPES, check_device
 from ..sampling import sample as _run_gibbs_chains
@@ -49,6 +51,22 @@ _EXACT_MAX_UNITS = 20
 # Pseudo-counts (fraction of the examples, on both outcomes) of the AIS base rate, as in
 # irbm.ais.data_base_rate (Salakhutdinov & Murray's base-rate model, kept finite).
 _BASE_RATE_SMOOTHING = 0.05
+
+
+# ---------------------------------------------------------------------------- threads
+def _threaded(rows: str | None):
+    """Run the method with torch's CPU threads as `irbm train` picks them: one for a small
+    matrix product, else the free cores (`irbm._threads.using_threads`), the caller's setting
+    restored after; a second thread on a busy core made a fit 6-60x slower. ``rows``: the rows
+    of the method's typical product ("batch": ``batch_size``; "X": X's, at most a chunk;
+    None: unknown, as for AIS or long chains)."""
+    def decorate(method):
+        @functools.wraps(method)
+        def threaded(self, *args, **kwargs):
+            with using_threads(None, self._work(rows, args[0] if args else None)):
+                return method(self, *args, **kwargs)
+        return threaded
+    return decorate
 
 
 # ---------------------------------------------------------------------------- model parameters
@@ -195,6 +213,19 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         return rng.random_sample(rows.shape) < rows
 
     # ------------------------------------------------------------------ fitting
+    def _work(self, rows: str | None, X) -> float | None:
+        """Multiply-adds of the typical matrix product of a call on X (see `_threaded`), None
+        when unknown (the hidden layer not sized yet)."""
+        shape = tuple(getattr(X, "shape", ()))  # array-likes without a shape: unknown
+        n_features = shape[1] if len(shape) == 2 else getattr(self, "n_features_in_", None)
+        n_hidden = getattr(self, "n_components_", None) or \
+            self.get_params(deep=False).get("n_components")
+        if rows is None or n_features is None or not n_hidden or (rows == "X" and not shape):
+            return None
+        n_rows = self.batch_size if rows == "batch" else min(shape[0], _CHUNK_ROWS)
+        return float(n_rows) * n_features * n_hidden
+
+    @_threaded('batch')
     def fit(self, X: MatrixLike, y: Any = None) -> _BaseBernoulliRBM:
         """Fit the model to X by ``n_iter`` epochs of minibatch CD-k / PCD-k (irbm.Trainer).
 
@@ -227,6 +258,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self._refresh_attributes()
         return self
 
+    @_threaded('batch')
     def partial_fit(self, X: MatrixLike, y: Any = None) -> _BaseBernoulliRBM:
         """One parameter update with X as the minibatch (as scikit-learn's BernoulliRBM).
 
@@ -339,6 +371,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
               f"{pseudo:.2f}{size}, time = {seconds:.2f}s")
 
     # ------------------------------------------------------------------ features
+    @_threaded('X')
     def transform(self, X: MatrixLike) -> np.ndarray:
         """Hidden unit means E[h | v = X], shape (n_samples, n_components_).
 
@@ -391,6 +424,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                 parts.append(model.free_energy(torch.from_numpy(v).to(device)).cpu().numpy())
         return np.concatenate(parts)
 
+    @_threaded(None)
     def score_samples(self, X: MatrixLike) -> np.ndarray:
         """Log-likelihood log p(v) = -F(v) - log Z of each row, in nats.
 
@@ -452,6 +486,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self.log_partition_ess_ = float(scaled.sum() ** 2 / (scaled ** 2).sum())
         self.log_partition_method_ = "ais"
 
+    @_threaded('X')
     def pseudo_likelihood(self, X: MatrixLike) -> np.ndarray:
         """scikit-learn's BernoulliRBM.score_samples: a stochastic proxy of log p(v).
 
@@ -487,6 +522,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             self.random_state_ = check_random_state(self.random_state)
         return self.random_state_
 
+    @_threaded('X')
     def gibbs(self, v: MatrixLike) -> np.ndarray:
         """One block Gibbs step v -> (h, z) -> v' per row.
 
@@ -505,6 +541,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         visible, _ = self._model.gibbs_step(binary, self._torch_generator(rng))
         return visible.cpu().numpy().astype(bool)
 
+    @_threaded(None)
     def sample(self, n_samples: int = 1, *, n_steps: int = 1000,
                init: MatrixLike | None = None) -> np.ndarray:
         """Draw samples by running independent block Gibbs chains for ``n_steps`` steps.
