@@ -4,6 +4,7 @@ against brute-force enumeration, and scikit-learn's digits example with the impo
 import itertools
 import math
 import pickle
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -252,13 +253,21 @@ def test_score_samples_falls_back_to_ais(cls, monkeypatch):
     assert 100 < model.log_partition_ess_ <= 200
 
 
-def test_larger_models_are_scored_with_ais():
+def test_larger_models_are_scored_with_ais_and_an_estimate_the_cli_would_flag_warns():
     X = binary_data(n_features=21)
     model = BernoulliRBM(n_components=21, n_iter=1, random_state=0, score_chains=20,
                          score_betas=100).fit(X)
-    scores = model.score_samples(X)
+    with pytest.warns(UserWarning, match=r"BernoulliRBM: log Z by AIS is unreliable: effective "
+                                         r"sample size \d+\.\d of 20 chains x 100 temperatures"
+                                         r".*raise score_chains and score_betas"):
+        scores = model.score_samples(X)
     assert model.log_partition_method_ == "ais" and np.isfinite(scores).all()
     assert 1.0 <= model.log_partition_ess_ <= 20.0
+    with warnings.catch_warnings():  # log Z is kept: said once per fitted model
+        warnings.simplefilter("error")
+        model.score(X)
+        model.set_params(score_chains=200).fit(X).score(X)  # a reliable estimate is quiet
+    assert model.log_partition_ess_ >= 30
 
 
 # ---------------------------------------------------------------------------- fitting API

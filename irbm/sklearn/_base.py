@@ -485,6 +485,14 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self.log_partition_interval_ = (float(result.log_z_low), float(result.log_z_high))
         self.log_partition_ess_ = float(scaled.sum() ** 2 / (scaled ** 2).sum())
         self.log_partition_method_ = "ais"
+        # A search ranking models on these scores must hear it (the CLI prints the same).
+        if not result.reliable:
+            warnings.warn(
+                f"{type(self).__name__}: log Z by AIS is unreliable: effective sample size "
+                f"{self.log_partition_ess_:.1f} of {self.score_chains} chains x "
+                f"{self.score_betas} temperatures, where at least 30 and 10% of the chains "
+                "are needed: log Z is likely underestimated, so the scores look too good; "
+                "raise score_chains and score_betas", UserWarning, stacklevel=2)
 
     @_threaded('X')
     def pseudo_likelihood(self, X: MatrixLike) -> np.ndarray:

@@ -77,8 +77,10 @@ _SCORING = """
     ``log_partition_interval_`` = ln(Z-hat -/+ 3 sigma) (-inf lower bound when 3 sigma
     exceeds Z-hat) and ``log_partition_ess_``, the effective sample size (sum w)^2 / sum w^2
     of the AIS weights (close to ``score_chains`` for a reliable estimate, near 1 when one
-    chain dominates). AIS is stochastic and tends to underestimate log Z: compare
-    models with the same, large settings."""
+    chain dominates); an estimate the CLI would flag (an effective sample size below 10% of
+    the chains or below 30, or fewer than 30 chains) warns (UserWarning) when it is made.
+    AIS is stochastic and tends to underestimate log Z: compare models with the same, large
+    settings."""
 
 _ATTRIBUTES = """
     Attributes
