@@ -493,6 +493,17 @@ class HistoryWriter(Callback):
                       f"F(train) {metrics['train_free_energy']:9.3f}  "
                       + (f"F(valid) {valid:9.3f}  " if valid is not None else "")
                       + f"{metrics['seconds']:6.1f}s")
+            if "valid_nll" in metrics:  # `ValidateWithAIS` ran this epoch: its line follows
+                self.echo(_validation_line(metrics, trainer.history[:-1]))
+
+
+def _validation_line(metrics, earlier) -> str:
+    """The line `ValidateWithAIS` says about an epoch's ``metrics``, the ``earlier`` epochs'
+    metrics deciding whether it is the best so far."""
+    best = min((m["valid_nll"] for m in earlier if "valid_nll" in m), default=float("inf"))
+    return (f"  AIS: ln Z = {metrics['log_z']:.3f}  valid NLL = {metrics['valid_nll']:.3f} "
+            f"+/- {metrics['valid_nll_stderr']:.3f}"
+            + ("  (best so far)" if metrics["valid_nll"] < best else ""))
 
 
 class ValidateWithAIS(Callback):
@@ -534,10 +545,9 @@ class ValidateWithAIS(Callback):
         best = min((r["valid_nll"] for r in records), default=float("inf"))
         records.append(record)
         write_json(self.path, records)
-        metrics.update({"valid_nll": mean, "log_z": result.log_z})
+        metrics.update({"valid_nll": mean, "valid_nll_stderr": stderr, "log_z": result.log_z})
         if mean < best:
             ckpt.save(model, self.run_dir / BEST_FILE, extra={"epoch": trainer.epoch,
                                                                "valid_nll": mean})
         if self.echo:
-            self.echo(f"  AIS: ln Z = {result.log_z:.3f}  valid NLL = {mean:.3f} +/- {stderr:.3f}"
-                      + ("  (best so far)" if mean < best else ""))
+            self.echo(_validation_line(metrics, [{"valid_nll": best}]))

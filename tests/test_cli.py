@@ -183,6 +183,26 @@ def test_train_writes_a_run_directory(pipeline, key):
         assert model.n_hidden == 16
 
 
+def test_each_epochs_validation_line_follows_that_epochs_line(tmp_path):
+    """--eval-every: the AIS line of an epoch comes after the epoch's own line (it used to come
+    before, under the previous epoch), with the numbers validation.json records."""
+    run_dir = tmp_path / "run"
+    result = run_cli("train", "irbm", "digits", "--out", run_dir, "--n-hidden", 4, "--epochs",
+                     4, "--cd-k", 1, *IRBM_EVAL[:1], 2, *IRBM_EVAL[2:], *SMALL)
+    assert_ok(result)
+    validation = json.loads((run_dir / "validation.json").read_text())
+    lines = [line for line in result.out.splitlines()
+             if line.startswith("epoch") or line.startswith("  AIS:")]
+    assert [line.split()[0] + line.split()[1][:1] for line in lines] == [
+        "epoch1", "epoch2", "AIS:l", "epoch3", "epoch4", "AIS:l"]
+    for line, record in zip((lines[2], lines[5]), validation):
+        assert f"valid NLL = {record['valid_nll']:.3f} +/- {record['valid_nll_stderr']:.3f}" \
+            in line
+    assert lines[2].endswith("(best so far)")
+    assert lines[5].endswith("(best so far)") == (
+        validation[1]["valid_nll"] < validation[0]["valid_nll"])
+
+
 # ---------------------------------------------------------------------------- resume
 @pytest.mark.parametrize("family,options", [("irbm", IRBM_EVAL), ("orbm", []), ("rbm", [])])
 def test_resume_continues_and_equals_an_uninterrupted_run(tmp_path, family, options):
