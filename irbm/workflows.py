@@ -65,10 +65,13 @@ def _canonical(name) -> str:
 
 
 def dataset_key(name) -> str:
-    """A dataset name as given, or an existing file's absolute path (so that the run works from
-    any directory); anything else as given, for the loader's error message."""
+    """A named dataset's loader key (Digits -> digits: a run resumes under any spelling), or
+    an existing file's absolute path (so that the run works from any directory); anything
+    else as given, for the loader's error message."""
+    if _is_named_dataset(name):
+        return _canonical(name)
     path = Path(name).expanduser()
-    return str(path.resolve()) if not _is_named_dataset(name) and path.exists() else str(name)
+    return str(path.resolve()) if path.exists() else str(name)
 
 
 # ---------------------------------------------------------------------------- train
@@ -226,7 +229,9 @@ def _check_resumed_settings(out: Path, settings: Settings, force: bool):
         raise ValueError(f"{out} was trained on {trained_on}; a run cannot change its data "
                          f"on resume (train on {settings.dataset} with a new --out)")
     changed = {name: (old, new) for name, old in recorded.items()
-               if SPECS[name].resume == "force" and (new := getattr(settings, name)) != old}
+               if SPECS[name].resume == "force" and (new := getattr(settings, name)) != old
+               and not (name == "dataset" and _is_named_dataset(old)
+                        and _canonical(old) == _canonical(new))}  # Digits, recorded before
     if changed and not force:
         details = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in changed.items())
         # A data file may have moved: --force then goes on, the file's sha256 checked.

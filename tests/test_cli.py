@@ -203,6 +203,17 @@ def test_each_epochs_validation_line_follows_that_epochs_line(tmp_path):
         validation[1]["valid_nll"] < validation[0]["valid_nll"])
 
 
+def test_a_dataset_named_in_other_letters_is_recorded_by_its_key_and_resumes(tmp_path):
+    run_dir = tmp_path / "run"
+    assert_ok(run_cli("train", "rbm", "Digits", "--out", run_dir, "--n-hidden", 4, "--epochs",
+                      1, "--cd-k", 1, "--quiet", *SMALL))
+    assert json.loads((run_dir / "config.json").read_text())["settings"]["dataset"] == "digits"
+    result = run_cli("train", "rbm", "DIGITS", "--out", run_dir, "--n-hidden", 4, "--epochs", 2,
+                     "--cd-k", 1, "--quiet", *SMALL)
+    assert_ok(result)
+    assert "done: epoch 2" in result.out
+
+
 # ---------------------------------------------------------------------------- resume
 @pytest.mark.parametrize("family,options", [("irbm", IRBM_EVAL), ("orbm", []), ("rbm", [])])
 def test_resume_continues_and_equals_an_uninterrupted_run(tmp_path, family, options):
