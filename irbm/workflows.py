@@ -727,7 +727,13 @@ def plot_run(run_dir, *, data_dir=None, device=None, allow_stale=False, echo=Non
 
 def report_runs(run_dirs, out_dir=None, *, allow_stale=False) -> tuple[Path, Path]:
     """`irbm.report.write_report`: report.md and report.html for evaluated runs; a sweep
-    directory stands for its evaluated trials."""
+    directory stands for its evaluated trials. ``run_dirs``: one directory or several; a run
+    never evaluated is left out with a warning, unless none is evaluated."""
+    if isinstance(run_dirs, (str, Path)):
+        run_dirs = [run_dirs]
+    run_dirs = list(run_dirs)
+    if not run_dirs:
+        raise ValueError("nothing to report: no run directory was given")
     # A report's own directory, such as demo-output/report under demo-output/*/, is no run.
     runs_ = [run for run in expand_sweeps(run_dirs)
              if not (Path(run) / REPORT_MARKER).is_file()]
@@ -735,5 +741,11 @@ def report_runs(run_dirs, out_dir=None, *, allow_stale=False) -> tuple[Path, Pat
         raise ValueError(f"nothing to report: no trial of {', '.join(map(str, run_dirs))} has "
                          "an evaluation of its current model (irbm sweep evaluates each "
                          "trial that finishes; see each trial's error.txt)")
+    unevaluated = [run for run in runs_ if runs.is_run(run) and not runs.read_evaluations(run)]
+    if unevaluated and len(unevaluated) < len(runs_):
+        for run in unevaluated:
+            logger.warning("%s has no evaluation (irbm evaluate %s): left out of the report",
+                           run, run)
+        runs_ = [run for run in runs_ if run not in unevaluated]
     return write_report(runs_, out_dir, allow_stale=allow_stale)
 

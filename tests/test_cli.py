@@ -543,6 +543,27 @@ def test_report_over_several_runs_matches_the_evaluations(pipeline, tmp_path, mo
     assert [row["Model"] for row in rows] == ["RBM", "iRBM"]
 
 
+def test_a_run_never_evaluated_is_left_out_of_a_report_of_several(pipeline, tmp_path, caplog):
+    """`irbm report runs/*/` over evaluated runs and one never evaluated reports the others and
+    names it; alone, it is an error naming the command to run. In Python one directory may be
+    given as such, and an empty list is refused in words."""
+    evaluated = pipeline_run(pipeline, list(RUNS)[0])
+    fresh = tmp_path / "fresh"
+    assert_ok(run_cli("train", "rbm", "digits", "--out", fresh, *TINY_TRAIN, "--epochs", 1))
+    result = run_cli("report", evaluated, fresh, "--out", tmp_path / "both")
+    assert_ok(result)
+    assert f"{fresh} has no evaluation (irbm evaluate {fresh}): left out of the report" \
+        in caplog.text
+    check_report(tmp_path / "both", [evaluated])
+    alone = run_cli("report", fresh, "--out", tmp_path / "alone")
+    assert alone.code != 0 and f"run `irbm evaluate {fresh}` first" in alone.err
+    from irbm.workflows import report_runs
+    markdown, _ = report_runs(str(evaluated), tmp_path / "one")
+    assert len(parse_markdown_table(markdown.read_text())) == 1
+    with pytest.raises(ValueError, match="nothing to report: no run directory was given"):
+        report_runs([], tmp_path / "none")
+
+
 def test_report_says_which_regularization_convention_a_run_used(tmp_path):
     for convention, placement in (("proximal", "outside"), ("authors", "inside")):
         run_dir = tmp_path / convention
