@@ -39,7 +39,7 @@ from .report import write_report
 from .sampling import sample
 from .settings import SPECS, Settings, check_model_size
 from .sweep_table import expand_sweeps
-from .training import Callback, CheckpointEvery, Trainer
+from .training import AVERAGE_DIR, Callback, CheckpointEvery, Trainer
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +112,9 @@ def _check_output(out: Path, force: bool) -> bool:
     if (out / ckpt.TRAINER_FILE).exists():
         return True
     results = [name for name in runs.RESULT_FILES if (out / name).exists()]
+    if out.name == AVERAGE_DIR and runs.is_run(out.parent):  # written by --average, no run
+        raise ValueError(f"{out} is the running average of the run {out.parent}, written as "
+                         f"it trains: train the run itself (--out {out.parent})")
     if results:
         raise ValueError(f"{out} holds {', '.join(results)} but no {ckpt.TRAINER_FILE}: the run "
                          "cannot be resumed and is not restarted over its results (restore "

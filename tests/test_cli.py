@@ -579,6 +579,18 @@ def test_report_says_which_regularization_convention_a_run_used(tmp_path):
     assert "regularization" not in proximal_row and "epsilon" not in proximal_row
 
 
+def test_training_into_a_runs_average_names_the_run_to_train(tmp_path):
+    run_dir = tmp_path / "run"
+    assert_ok(run_cli("train", "irbm", "digits", "--out", run_dir, *TINY_TRAIN, "--epochs", 1,
+                      "--average", 10))
+    before = snapshot(tmp_path)
+    assert_clean_error(run_cli("train", "irbm", "digits", "--out", run_dir / "average",
+                               *TINY_TRAIN, "--epochs", 2),
+                       f"{run_dir / 'average'} is the running average of the run {run_dir}",
+                       f"train the run itself (--out {run_dir})")
+    assert snapshot(tmp_path) == before
+
+
 def test_report_of_an_unevaluated_run_is_an_error(tmp_path):
     run_dir = tmp_path / "run"
     assert_ok(run_cli("train", "rbm", "digits", "--out", run_dir, *TINY_TRAIN, "--epochs", 1))
@@ -617,6 +629,8 @@ def write_user_files(directory: Path) -> dict:
 
     add("probabilities.npy", "values other than 0 and 1",
         lambda p: np.save(p, rng.random((50, 16))))
+    add("pixels.npy", "they span [0.0, 255.0]: scale them into [0, 1] first (divide by the "
+                      "maximum)", lambda p: np.save(p, rng.integers(0, 256, (50, 16)) * 1.0))
     add("twos.csv", "values other than 0 and 1",
         lambda p: np.savetxt(p, rng.integers(0, 3, (50, 9)), delimiter=",", fmt="%d"))
     add("vector.npy", "shape (40,)", lambda p: np.save(p, np.zeros(40, np.uint8)))
@@ -636,9 +650,9 @@ def write_user_files(directory: Path) -> dict:
     return files
 
 
-USER_FILES = ["probabilities.npy", "twos.csv", "vector.npy", "four_d.npy", "empty.npy",
-              "nan.npy", "widths.npz", "keys.npz", "text.csv", "garbage.npy", "two_rows.npy",
-              "missing.npy"]
+USER_FILES = ["probabilities.npy", "pixels.npy", "twos.csv", "vector.npy", "four_d.npy",
+              "empty.npy", "nan.npy", "widths.npz", "keys.npz", "text.csv", "garbage.npy",
+              "two_rows.npy", "missing.npy"]
 
 
 @pytest.mark.parametrize("name", USER_FILES)
