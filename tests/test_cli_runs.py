@@ -523,7 +523,8 @@ def test_a_floor_from_more_chains_rejudges_the_latest_bracket(run_dir, monkeypat
     assert "nothing appended" in capsys.readouterr().out
 
 
-def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, capsys):
+def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, capsys,
+                                                                    monkeypatch):
     """--continue keeps the stored levels and settings, adds levels from twice the last
     one's temperatures in a new record that names the one it continues; options that would
     change the bracket, or nothing to continue, are refused before any work."""
@@ -558,7 +559,11 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
     assert refusal.code != 0 and "--raise-repeats" in refusal.err, refusal.err
     assert snapshot(run_dir) == before
     capsys.readouterr()
-    # --raise alone, with --bracket the default rows, is the stored bracket's when continued
+    # --raise alone, with --bracket the default rows, is the stored bracket's when continued.
+    # The 2 s budget lets one level run and no next: no batch is refused by its predicted
+    # time (a first batch's compile would predict the rest too long on a busy machine; that
+    # prediction is tested in test_bracket_work).
+    monkeypatch.setattr("irbm.ais.Deadline.predicted_seconds", lambda self, *shape: 0.0)
     assert main(["evaluate", str(run_dir), "--bracket", "--continue", "--seed", "4",
                  "--max-seconds", "2", "--raise"]) == 0
     out = capsys.readouterr().out
@@ -699,6 +704,9 @@ def test_an_interrupted_bracket_resumes_where_it_stopped(run_dir, monkeypatch, c
     refused while it is there, and nothing is touched."""
     import irbm.evaluate as evaluate
     from irbm.cli import main
+    # The 2 s budget is for the levels; no batch is refused by its predicted time (a first
+    # batch's compile would predict the rest too long on a busy machine; test_bracket_work).
+    monkeypatch.setattr("irbm.ais.Deadline.predicted_seconds", lambda self, *shape: 0.0)
 
     def command(where, seed=4):
         return ["evaluate", str(where), "--bracket", "--chains", "10", "--betas", "20",
