@@ -477,11 +477,14 @@ class StopOnDivergence(StopOnNonFinite):
 
 
 class HistoryWriter(Callback):
-    """Write history.json (and one line per epoch to ``echo``) after every epoch."""
+    """Write history.json (and one line per epoch to ``echo``) after every epoch; with
+    ``validation_lines``, the line of a `ValidateWithAIS` given no echo of its own follows
+    its epoch's (that callback, run before this one, would say it before the epoch's line)."""
 
-    def __init__(self, run_dir, total_epochs: int, echo=None):
+    def __init__(self, run_dir, total_epochs: int, echo=None, *, validation_lines=False):
         self.path = Path(run_dir) / HISTORY_FILE
         self.total_epochs, self.echo = total_epochs, echo
+        self.validation_lines = validation_lines
 
     def on_epoch_end(self, trainer, metrics):
         write_json(self.path, {"history": trainer.history, "size_history": trainer.size_history})
@@ -493,7 +496,7 @@ class HistoryWriter(Callback):
                       f"F(train) {metrics['train_free_energy']:9.3f}  "
                       + (f"F(valid) {valid:9.3f}  " if valid is not None else "")
                       + f"{metrics['seconds']:6.1f}s")
-            if "valid_nll" in metrics:  # `ValidateWithAIS` ran this epoch: its line follows
+            if self.validation_lines and "valid_nll" in metrics:  # it ran this epoch
                 self.echo(_validation_line(metrics, trainer.history[:-1]))
 
 

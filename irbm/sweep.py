@@ -188,7 +188,7 @@ def _check_started_trials(out: Path, spec: dict) -> None:
         recorded = runs.read_settings(trial).record()
         changed = [f"{key} {recorded[key]} -> {given[key]}" for key in mapping
                    if SPECS[key].resume != "free" and key in recorded
-                   and recorded[key] != given[key]]
+                   and not workflows.unchanged_setting(key, recorded[key], given[key])]
         if changed:
             raise ValueError(f"{trial} was trained with other settings ({', '.join(changed)}): "
                              "a sweep goes on with the settings its trials started with (only "

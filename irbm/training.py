@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from . import checkpoint as ckpt
 from ._io import atomic_write
-from ._threads import using_threads
+from ._threads import apply_threads
 from .ais import batch_seed
 from .kernels import PhiloxGenerator
 from .models import EnergyModel
@@ -254,6 +254,7 @@ class Trainer:
         self.last_z: torch.Tensor | None = None
         self.callbacks: list[Callback] = []
         self.stop_training = False
+        self._trained_here = False  # fit has run in this process (its epochs count in total)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -428,24 +429,28 @@ class Trainer:
         ----------
         train : Tensor or ndarray (N, n_visible) of 0/1 values
         epochs : int
-            Epochs in total, not more epochs: a trainer already there warns and does nothing.
+            Epochs in total, not more epochs: a trainer that has already trained there in
+            this process warns and does nothing.
         valid : Tensor or ndarray (M, n_visible), optional
         callbacks : iterable of Callback or callables ``f(trainer, metrics)``
         threads : int, optional
-            torch's CPU threads while it trains (default: as ``irbm train``, one for small
-            models, else the free cores; `irbm._threads.using_threads`); torch's own setting
-            is restored after.
+            torch's CPU threads while it trains (default: as ``irbm train``, one for a small
+            model, else the free cores, chosen again every epoch as a model grows;
+            `irbm._threads.default_threads`); torch's own setting is restored after.
         """
         epochs = _count(epochs, "epochs", minimum=0)
-        if 0 < epochs <= self.epoch:
+        if getattr(self, "_trained_here", False) and 0 < epochs <= self.epoch:
             warnings.warn(f"this trainer has already run {self.epoch} epoch(s) and epochs="
                           f"{epochs} counts them in total: nothing to train (pass "
                           f"epochs={self.epoch + epochs} for {epochs} more)", stacklevel=2)
-        work = self.config.batch_size * self.model.n_visible * max(self.model.n_hidden, 1)
-        with using_threads(threads, work):
-            return self._fit(train, epochs, valid, callbacks)
+        before = torch.get_num_threads()
+        try:
+            return self._fit(train, epochs, valid, callbacks, threads)
+        finally:
+            torch.set_num_threads(before)
+            self._trained_here = True
 
-    def _fit(self, train, epochs, valid, callbacks) -> list[dict]:
+    def _fit(self, train, epochs, valid, callbacks, threads) -> list[dict]:
         train = self._as_data(train)
         valid = None if valid is None else self._as_data(valid)
         callbacks = [c if isinstance(c, Callback) else _FunctionCallback(c) for c in callbacks]
@@ -459,6 +464,9 @@ class Trainer:
         bar = tqdm(total=epochs, initial=self.epoch, disable=not self.progress, unit="epoch",
                    dynamic_ncols=True)
         while self.epoch < epochs and not self.stop_training:
+            # Every epoch: a growing model's products outgrow one thread.
+            apply_threads(threads, self.config.batch_size * self.model.n_visible
+                          * max(self.model.n_hidden, 1))
             start = time.perf_counter()
             order = torch.randperm(train.shape[0], generator=self.order_generator) \
                 if self.config.shuffle else None

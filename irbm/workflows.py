@@ -64,6 +64,14 @@ def _canonical(name) -> str:
     return key if key in LOADERS else str(name)
 
 
+def unchanged_setting(name: str, recorded, given) -> bool:
+    """Whether a recorded setting and a given one agree: a named dataset in any spelling
+    (``Digits``, recorded before names were keyed, is ``digits``)."""
+    if name == "dataset" and _is_named_dataset(recorded):
+        return _canonical(recorded) == _canonical(given)
+    return recorded == given
+
+
 def dataset_key(name) -> str:
     """A named dataset's loader key (Digits -> digits: a run resumes under any spelling), or
     an existing file's absolute path (so that the run works from any directory); anything
@@ -112,7 +120,8 @@ def _check_output(out: Path, force: bool) -> bool:
     if (out / ckpt.TRAINER_FILE).exists():
         return True
     results = [name for name in runs.RESULT_FILES if (out / name).exists()]
-    if out.name == AVERAGE_DIR and runs.is_run(out.parent):  # written by --average, no run
+    if out.name == AVERAGE_DIR and runs.is_run(out.parent) and (
+            runs.read_settings(out.parent).average):  # written by --average, no run to train
         raise ValueError(f"{out} is the running average of the run {out.parent}, written as "
                          f"it trains: train the run itself (--out {out.parent})")
     if results:
@@ -232,9 +241,8 @@ def _check_resumed_settings(out: Path, settings: Settings, force: bool):
         raise ValueError(f"{out} was trained on {trained_on}; a run cannot change its data "
                          f"on resume (train on {settings.dataset} with a new --out)")
     changed = {name: (old, new) for name, old in recorded.items()
-               if SPECS[name].resume == "force" and (new := getattr(settings, name)) != old
-               and not (name == "dataset" and _is_named_dataset(old)
-                        and _canonical(old) == _canonical(new))}  # Digits, recorded before
+               if SPECS[name].resume == "force"
+               and not unchanged_setting(name, old, new := getattr(settings, name))}
     if changed and not force:
         details = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in changed.items())
         # A data file may have moved: --force then goes on, the file's sha256 checked.
@@ -276,7 +284,7 @@ def _callbacks(settings, out, train, valid, record, echo) -> list:
     # The averaged model's run directory gets the run's marker and settings, not its history:
     # the per-epoch metrics there were measured on the raw parameters.
     records = (runs.MARKER_FILE, runs.CONFIG_FILE)
-    return callbacks + [runs.HistoryWriter(out, settings.epochs, echo),
+    return callbacks + [runs.HistoryWriter(out, settings.epochs, echo, validation_lines=True),
                         CheckpointEvery(out, records=records)]
 
 

@@ -493,3 +493,11 @@ def test_figures_for_run(tmp_path, monkeypatch, family):
     for path in written:
         assert_non_trivial(path)
     assert captions and set(captions) == {"background"}  # taken from the dataset
+
+
+def test_standard_errors_in_a_history_are_not_drawn_as_curves():
+    """--eval-every records valid_nll_stderr beside valid_nll: on the NLL panel's axis it
+    would flatten the NLL (about 0.5 against 30-100)."""
+    from irbm.plotting.curves import _panels
+    assert _panels(["valid_nll", "valid_nll_stderr", "log_z", "train_free_energy"]) == {
+        "nll": ["valid_nll"], "log_z": ["log_z"], "free_energy": ["train_free_energy"]}

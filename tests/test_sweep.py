@@ -186,6 +186,20 @@ def test_a_sweep_resumed_with_other_settings_is_refused_before_anything_runs(
     assert not (out / "lr=0.1,l1=0.002").exists()
 
 
+def test_a_trial_recorded_under_another_spelling_of_its_dataset_goes_on(swept, tmp_path):
+    """A run recorded its dataset as given ("Digits") before names were keyed ("digits"): the
+    sweep takes it for the same settings, not for a changed one."""
+    out = tmp_path / "copy"
+    shutil.copytree(swept[0], out)
+    trial = next(path for path in sorted(out.iterdir()) if runs.is_run(path))
+    config = runs.read_json(trial / runs.CONFIG_FILE)
+    assert config["settings"]["dataset"] == "digits"
+    config["settings"]["dataset"] = "Digits"
+    runs.write_json(trial / runs.CONFIG_FILE, config)
+    result = run_sweep(GRID, out, workers=1, progress=False)
+    assert result["failed"] == [] and result["done"] == 0 and result["skipped"] >= 1
+
+
 def test_nothing_evaluated_is_nothing_to_report_and_a_failed_trial_is_never_best(
         swept, tmp_path):
     out = tmp_path / "copy"

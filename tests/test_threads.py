@@ -92,3 +92,34 @@ def test_the_estimators_fit_on_the_policys_threads_and_give_the_callers_back(
                              random_state=0).fit(X)
     estimator.partial_fit(X[:40])
     assert set(seen) == {expected} and torch.get_num_threads() == 2
+
+
+def test_fit_chooses_threads_again_every_epoch_as_the_model_grows(monkeypatch):
+    """An iRBM starts with one unit: the threads are chosen for its size at every epoch, not
+    once for the size it started with."""
+    import irbm.training as training
+    from irbm import InfiniteRBM, Trainer
+    from irbm.datasets import load_dataset
+    calls = []
+    monkeypatch.setattr(training, "apply_threads", lambda n, work: calls.append((n, work)))
+    data = torch.as_tensor(load_dataset("digits").train[:256])
+    trainer = Trainer(InfiniteRBM(64, beta=1.01, generator=torch.Generator().manual_seed(0)),
+                      cd_k=1, batch_size=16, lr=0.1, seed=0, progress=False)
+    trainer.fit(data, 3)
+    sizes = [1] + [row["n_hidden"] for row in trainer.history[:-1]]
+    assert calls == [(None, 16 * 64 * size) for size in sizes] and len(set(sizes)) > 1
+
+
+def test_a_finished_run_trained_again_says_nothing_about_epochs(tmp_path):
+    """`irbm train` on a finished run resumes it and trains nothing, silently: the warning is
+    for a second fit of one trainer in a process, not for a trainer restored from disk."""
+    import warnings
+
+    from irbm.cli import main
+    command = ["train", "rbm", "digits", "--out", str(tmp_path / "run"), "--n-hidden", "4",
+               "--epochs", "1", "--quiet"]
+    assert main(command) == 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(command) == 0
+    assert not [w for w in caught if "epochs" in str(w.message)]

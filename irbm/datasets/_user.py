@@ -163,9 +163,11 @@ def _binarize(splits, path, how, threshold, seed) -> list[np.ndarray]:
     for name, x in zip(SPLITS, splits):
         bad = x[(x != 0) & (x != 1)]
         if bad.size:
+            how_to = "divide by the maximum" if x.min() >= 0 else \
+                "subtract the minimum, then divide by the range"
             scale = ("" if x.min() >= 0 and x.max() <= 1 else
                      f"; they span [{x.min()}, {x.max()}]: scale them into [0, 1] first "
-                     "(divide by the maximum), as both rules read intensities")
+                     f"({how_to}), as both rules read intensities")
             raise ValueError(f"{path}: {name} has values other than 0 and 1 (e.g. {bad[0]}); "
                              f"binarize them with binarize='threshold' or 'stochastic' "
                              f"(command line: --binarize threshold|stochastic){scale}")

@@ -135,9 +135,12 @@ def _is_number(value) -> bool:
 
 
 def _panels(keys):
-    """Group metric keys into panels: free energies together, NLLs together, others alone."""
+    """Group metric keys into panels: free energies together, NLLs together, others alone;
+    standard errors (``*_stderr``) are not drawn (on an NLL's axis they would flatten it)."""
     groups = {}
     for key in keys:
+        if key.endswith("_stderr"):
+            continue
         for family in ("free_energy", "nll"):
             if family in key:
                 groups.setdefault(family, []).append(key)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import sys
 import time
 import warnings
 from typing import Any
@@ -67,6 +68,14 @@ def _threaded(rows: str | None):
                 return method(self, *args, **kwargs)
         return threaded
     return decorate
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of a warning raised here that names the first caller outside irbm."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("irbm"):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 # ---------------------------------------------------------------------------- model parameters
@@ -216,10 +225,15 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     def _work(self, rows: str | None, X) -> float | None:
         """Multiply-adds of the typical matrix product of a call on X (see `_threaded`), None
         when unknown (the hidden layer not sized yet)."""
-        shape = tuple(getattr(X, "shape", ()))  # array-likes without a shape: unknown
+        try:
+            shape = np.shape(X)
+        except TypeError:  # an array-like that refuses NumPy's functions: unknown
+            shape = ()
         n_features = shape[1] if len(shape) == 2 else getattr(self, "n_features_in_", None)
-        n_hidden = getattr(self, "n_components_", None) or \
-            self.get_params(deep=False).get("n_components")
+        parameter = self.get_params(deep=False).get("n_components")
+        fitted = getattr(self, "n_components_", None)
+        # A fit starts afresh at the parameter's size; other calls run the fitted model.
+        n_hidden = (parameter or fitted) if rows == "batch" else (fitted or parameter)
         if rows is None or n_features is None or not n_hidden or (rows == "X" and not shape):
             return None
         n_rows = self.batch_size if rows == "batch" else min(shape[0], _CHUNK_ROWS)
@@ -492,7 +506,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                 f"{self.log_partition_ess_:.1f} of {self.score_chains} chains x "
                 f"{self.score_betas} temperatures, where at least 30 and 10% of the chains "
                 "are needed: log Z is likely underestimated, so the scores look too good; "
-                "raise score_chains and score_betas", UserWarning, stacklevel=2)
+                "raise score_chains and score_betas", UserWarning, stacklevel=_caller_level())
 
     @_threaded('X')
     def pseudo_likelihood(self, X: MatrixLike) -> np.ndarray:
