@@ -14,6 +14,7 @@ from pathlib import Path
 from . import runs
 from ._io import atomic_write
 from .bracket import level_estimates, pool_estimates, width_text
+from .datasets import dataset_name
 from .models import FAMILIES
 
 COLUMNS = ("Run", "Model", "Size", "Epoch", "Settings", "ln Z-hat", "ln(Z-hat -/+ 3 sigma)",
@@ -159,9 +160,9 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
     upper = record.get("raise")
     bracket = _latest_bracket(run_dir, record, others)
     return {
-        "run": str(run_dir), "dataset": record.get("dataset", ""),
+        "run": str(run_dir), "dataset": dataset_name(record.get("dataset", "")),
         "data_sha256": runs.recorded_data(run_dir).get("sha256"),
-        "Run": str(run_dir), DATASET: record.get("dataset", ""),
+        "Run": str(run_dir), DATASET: dataset_name(record.get("dataset", "")),
         "Model": _model_name(record),
         "Size": str(record["n_hidden"]),
         "Epoch": f"{record.get('epoch')} ({record.get('which', 'latest')})",

@@ -23,7 +23,7 @@ from ._bracket_work import remove_work
 from ._io import atomic_write, hold_lock
 from .ais import estimate_log_partition
 from .bracket import BRACKET_CHAINS, RAISE_REPEATS, level_estimates, pool_estimates, rejudge
-from .datasets import ALIASES, LOADERS, load_dataset
+from .datasets import LOADERS, dataset_name, load_dataset
 from .evaluate import (
     bracket_nll,
     cross_check,
@@ -54,21 +54,14 @@ def device_label(device) -> str:
 
 
 def _is_named_dataset(name) -> bool:
-    return _canonical(name) in LOADERS
-
-
-def _canonical(name) -> str:
-    """A named dataset's loader key (Digits, binarized_mnist -> digits, mnist); a path as is."""
-    key = str(name).strip().lower()
-    key = ALIASES.get(key, key)
-    return key if key in LOADERS else str(name)
+    return dataset_name(name) in LOADERS
 
 
 def unchanged_setting(name: str, recorded, given) -> bool:
     """Whether a recorded setting and a given one agree: a named dataset in any spelling
     (``Digits``, recorded before names were keyed, is ``digits``)."""
     if name == "dataset" and _is_named_dataset(recorded):
-        return _canonical(recorded) == _canonical(given)
+        return dataset_name(recorded) == dataset_name(given)
     return recorded == given
 
 
@@ -77,7 +70,7 @@ def dataset_key(name) -> str:
     an existing file's absolute path (so that the run works from any directory); anything
     else as given, for the loader's error message."""
     if _is_named_dataset(name):
-        return _canonical(name)
+        return dataset_name(name)
     path = Path(name).expanduser()
     return str(path.resolve()) if path.exists() else str(name)
 
@@ -236,7 +229,7 @@ def _check_resumed_settings(out: Path, settings: Settings, force: bool):
     recorded = runs.read_settings(out).record()
     _refuse_fixed_changes(out, recorded, settings.record())
     trained_on = recorded.get("dataset")
-    if trained_on is not None and _canonical(trained_on) != _canonical(settings.dataset) and (
+    if trained_on is not None and dataset_name(trained_on) != dataset_name(settings.dataset) and (
             _is_named_dataset(trained_on) or _is_named_dataset(settings.dataset)):
         raise ValueError(f"{out} was trained on {trained_on}; a run cannot change its data "
                          f"on resume (train on {settings.dataset} with a new --out)")

@@ -579,6 +579,20 @@ def test_report_says_which_regularization_convention_a_run_used(tmp_path):
     assert "regularization" not in proximal_row and "epsilon" not in proximal_row
 
 
+def test_a_report_takes_a_dataset_recorded_in_another_spelling_for_the_same(pipeline,
+                                                                           tmp_path):
+    evaluated = pipeline_run(pipeline, list(RUNS)[0])
+    old = tmp_path / "old"
+    shutil.copytree(evaluated, old)
+    payload = json.loads((old / "evaluation.json").read_text())
+    for record in payload["evaluations"]:
+        record["dataset"] = "Digits"  # as runs recorded it before names were keyed
+    (old / "evaluation.json").write_text(json.dumps(payload))
+    assert_ok(run_cli("report", evaluated, old, "--out", tmp_path / "report"))
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "Dataset: digits." in text and "Dataset" not in parse_markdown_table(text)[0]
+
+
 def test_training_into_a_runs_average_names_the_run_to_train(tmp_path):
     run_dir = tmp_path / "run"
     assert_ok(run_cli("train", "irbm", "digits", "--out", run_dir, *TINY_TRAIN, "--epochs", 1,

@@ -65,6 +65,14 @@ def load_dataset(name_or_path, data_dir=None, **options) -> Dataset:
     return load_user_data(Path(key), **options)
 
 
+def dataset_name(name) -> str:
+    """A named dataset's loader key (Digits, binarized_mnist -> digits, mnist); anything else
+    (a path) as given."""
+    key = str(name).strip().lower()
+    key = ALIASES.get(key, key)
+    return key if key in LOADERS else str(name)
+
+
 def check_dataset(name_or_path, exists: bool = True) -> str:
     """The loader key of a named dataset, or the path of a data file (expanded); ValueError
     for a name `load_dataset` does not know, or, with ``exists``, a data file that is not
@@ -84,6 +92,6 @@ def check_dataset(name_or_path, exists: bool = True) -> str:
 
 
 __all__ = ["Dataset", "SPLITS", "DownloadError", "LOADERS", "ALIASES", "load_dataset",
-           "check_dataset",
+           "check_dataset", "dataset_name",
            "binarized_mnist", "caltech101_silhouettes", "embedded_digits", "embedded_mnist",
            "load_user_data", "binarize_stochastic", "user_cache_dir"]
