@@ -14,8 +14,9 @@ import os
 import re
 import sys
 
-from . import commands
+from . import __version__, commands
 from .bracket import RAISE_REPEATS, SCHEDULES, BracketUnfinished
+from .checkpoint import TRAINER_FILE
 from .models import FAMILIES
 from .settings import GROUPS, SPECS, SettingSpec
 
@@ -24,7 +25,7 @@ _ARGUMENT_TYPES = {int: int, float: float, str: str}
 _COUNTS = {"evaluate": {"chains": ("--chains", 1), "betas": ("--betas", 2),
                         "raise_repeats": ("--raise-repeats", 1),
                         "seed": ("--seed", 0)},
-           "sample": {"n": ("--n", 1), "steps": ("--steps", 0), "seed": ("--seed", 0)},
+           "sample": {"n": ("--n", 1), "steps": ("--steps", 1), "seed": ("--seed", 0)},
            "sweep": {"workers": ("--workers", 1)}}
 
 
@@ -160,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="irbm", description="Restricted Boltzmann machines whose hidden layer learns its "
         "own size: RBM, ordered RBM and infinite RBM (Cote & Larochelle).")
+    parser.add_argument("--version", action="version", version=f"irbm {__version__}")
     commands_parser = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _train_parser(commands_parser)
 
@@ -347,8 +349,10 @@ def main(argv=None) -> int:
     try:
         handler(args)
     except KeyboardInterrupt:
-        print(f"irbm: interrupted; {_INTERRUPTED.get(args.command, 'nothing was recorded')}",
-              file=sys.stderr)
+        left = _INTERRUPTED.get(args.command, "nothing was recorded")
+        if args.command == "train" and not os.path.exists(os.path.join(args.out, TRAINER_FILE)):
+            left = "before the first checkpoint: nothing to resume, the same command starts afresh"
+        print(f"irbm: interrupted; {left}", file=sys.stderr)
         return 130
     except BracketUnfinished as stopped:  # not an error, but not the result asked for either
         print(f"irbm: {stopped}", file=sys.stderr)

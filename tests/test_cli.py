@@ -1081,3 +1081,23 @@ def test_evaluate_with_a_path_the_family_lacks_is_a_clean_error(pipeline, tmp_pa
     assert_clean_error(run_cli("evaluate", run_dir, *EVALUATE, "--ais-path", "pinned"),
                        "unknown AIS path 'pinned' for the RBM: choose one of linear")
     assert snapshot(run_dir) == before
+
+
+def test_version_a_zero_step_sample_and_ctrl_c_before_the_first_checkpoint(
+        pipeline, tmp_path, monkeypatch, capsys):
+    from irbm import __version__
+    from irbm import commands as commands_module
+    assert run_cli("--version").out.strip() == f"irbm {__version__}"
+    assert_clean_error(run_cli("sample", pipeline_run(pipeline, "digits-rbm"), "--steps", 0),
+                       "--steps must be an integer >= 1, got 0")
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(commands_module, "run_train", interrupted)
+    result = run_cli(*train_args("rbm", "digits", tmp_path / "new"))
+    assert result.code == 130 and result.err.strip() == (
+        "irbm: interrupted; before the first checkpoint: nothing to resume, the same command "
+        "starts afresh")
+    result = run_cli(*train_args("rbm", "digits", pipeline_run(pipeline, "digits-rbm")))
+    assert result.code == 130 and "the last checkpoint is intact" in result.err
