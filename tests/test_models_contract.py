@@ -53,6 +53,16 @@ def test_parameters_have_documented_shapes(example, dtype):
         assert model.beta == example.beta
 
 
+@pytest.mark.parametrize("example", example_params(EXAMPLES))
+def test_a_printed_model_shows_its_sizes_options_dtype_and_device(example):
+    model = example.build(torch.float64)
+    options = ", ".join(f"{name}={value:.6g}" if isinstance(value, float) else
+                        f"{name}={value}" for name, value in model.config().items()
+                        if name != "family")
+    assert repr(model) == f"{type(model).__name__}({options}, dtype=float64, device=cpu)"
+    assert f"n_visible={example.n_visible}, n_hidden={example.n_hidden}" in repr(model)
+
+
 def test_default_constructor_arguments():
     """Defaults from the issue: float32, beta = 1.01, the iRBM starting with one unit."""
     assert irbm.RBM(4, 2).W.dtype == torch.float32

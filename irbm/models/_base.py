@@ -161,6 +161,14 @@ class EnergyModel(nn.Module, abc.ABC):
         """``{"family": name, **constructor keyword arguments}`` rebuilding this model at its
         current size (`irbm.build_model` takes it)."""
 
+    def extra_repr(self) -> str:
+        """What ``print(model)`` shows inside the family's name: `config` (its size now), the
+        dtype and the device."""
+        shown = [f"{name}={value:.6g}" if isinstance(value, float) else f"{name}={value}"
+                 for name, value in self.config().items() if name != "family"]
+        dtype = str(self.dtype).removeprefix("torch.")
+        return ", ".join([*shown, f"dtype={dtype}", f"device={self.device}"])
+
     @classmethod
     def options(cls) -> dict:
         """Constructor options beyond ``n_visible`` with their defaults, from the signature:
