@@ -45,6 +45,21 @@ CHAINS, BETAS = 200, 2000
 QUICK_CHAINS, QUICK_BETAS = 50, 300
 
 
+def _check_out(out_dir: Path) -> None:
+    """Refuse, before any work, a directory holding anything but an earlier demo's output
+    (such as a training run): the demo writes FAMILY/ and report/ into it."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"--out {out_dir} is a file, not a directory")
+    ours = {family for family, _ in MODELS} | {"report"}
+    others = sorted(p.name for p in out_dir.iterdir() if p.name not in ours) \
+        if out_dir.is_dir() else []
+    if others:
+        raise ValueError(f"--out {out_dir} holds {', '.join(others[:3])}"
+                         f"{' and more' if len(others) > 3 else ''}, which no demo wrote: the "
+                         f"demo writes {', '.join(sorted(ours))} into it; choose a new or "
+                         "empty --out (or an earlier demo's, which it resumes)")
+
+
 def demo(out_dir: Path, *, quick: bool = False, device=None, echo=None) -> Path:
     """Train, evaluate and plot the three models into ``out_dir/FAMILY`` and write the report
     into ``out_dir/report``; return the report's Markdown file. Messages go to ``echo``
@@ -52,6 +67,7 @@ def demo(out_dir: Path, *, quick: bool = False, device=None, echo=None) -> Path:
     of models run at once on a CPU (see the module's docstring), and leaves it as it was."""
     say = echo or logger.info
     out_dir = Path(out_dir)
+    _check_out(out_dir)
     budget = (QUICK_EPOCHS, QUICK_CHAINS, QUICK_BETAS) if quick else (EPOCHS, CHAINS, BETAS)
     start = time.perf_counter()
     say("The models are trained without --eval-every (no model selection), so each one "

@@ -36,3 +36,20 @@ def test_an_error_here_stops_the_workers_at_once(tmp_path):
         demo._run_side_by_side(jobs, 2, lambda line: None)
     # Joined after a terminate: a 10,000-epoch worker left running would hang this test.
     assert not multiprocessing.active_children()
+
+
+def test_an_out_holding_what_no_demo_wrote_is_refused_before_any_work(tmp_path):
+    """A training run (or any folder of other files) as --out: the demo would write its
+    models and report into it."""
+    (tmp_path / "run").mkdir()
+    for name in ("config.json", "irbm-run.json"):
+        (tmp_path / "run" / name).write_text("{}")
+    with pytest.raises(ValueError, match=r"--out .*run holds config.json, irbm-run.json, which "
+                                         r"no demo wrote: the demo writes irbm, orbm, rbm, "
+                                         r"report into it"):
+        demo.demo(tmp_path / "run", quick=True)
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["config.json",
+                                                                    "irbm-run.json"]
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="is a file, not a directory"):
+        demo.demo(tmp_path / "file", quick=True)
