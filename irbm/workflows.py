@@ -449,7 +449,9 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
         record["bracket"] = interval.summary()
         log_z = interval.log_partition  # the pooled AIS estimate, or the floor when higher
         if log_z == interval.log_partition_floor:  # ln Z is known no better than that
-            record.update(log_z=log_z, log_z_low=log_z, log_z_high=log_z, log_z_source="floor")
+            # ln Z >= the floor for certain; the AIS interval, below it, bounds nothing above.
+            record.update(log_z=log_z, log_z_low=log_z, log_z_high=math.inf,
+                          log_z_source="floor")
         else:  # every AIS run of the bracket, pooled (irbm.bracket.pooled_log_z)
             pooled, low, high = pool_estimates(level_estimates(interval.levels))
             record.update(log_z=pooled, log_z_low=low, log_z_high=high, log_z_source="pooled")
@@ -644,7 +646,7 @@ def _append_rejudged(run_dir, record, judged, floor, model, dataset, say, **mark
     new = {**record, "bracket": judged, **marks,
            "log_z_floor": max(record.get("log_z_floor", -math.inf), floor)}
     if floor > record["log_z"]:  # the record's ln Z, and its NLLs, are the floor's now
-        new.update(log_z=floor, log_z_low=floor, log_z_high=floor, log_z_source="floor",
+        new.update(log_z=floor, log_z_low=floor, log_z_high=math.inf, log_z_source="floor",
                    warnings=[*record.get("warnings", []), _floor_warning(
                        floor - record["log_z"])],
                    nll=_split_nlls(model, dataset, floor, say), nll_log_z=floor)

@@ -453,6 +453,8 @@ def test_a_cross_check_whose_floor_beats_the_pooled_ais_makes_it_the_records_ln_
     checked = evaluations(run_dir)[-1]
     assert checked["log_z"] == checked["log_z_floor"] == checked["bracket"]["log_z"] == lifted
     assert checked["log_z_source"] == "floor"
+    # ln Z >= the floor for certain, and nothing bounds it above (not [floor, floor]).
+    assert (checked["log_z_low"], checked["log_z_high"]) == (lifted, math.inf)
     assert "2.00 nats too low" in checked["warnings"][-1]
     for split, values in checked["nll"].items():
         assert values["mean"] == pytest.approx(bracketed["nll"][split]["mean"] + 2.0, abs=1e-6)
