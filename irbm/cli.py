@@ -149,8 +149,10 @@ def _train_parser(commands_parser):
     run = train.add_argument_group("run options")
     run.add_argument("--out", required=True, help="run directory: new, empty, or a run to "
                      "resume")
-    run.add_argument("--config", help="TOML file of settings (keys as the long options, with "
-                     "underscores); the command line wins")
+    run.add_argument("--config", help="TOML file of training settings: top-level keys as the "
+                     "long options above, with underscores (lr = 0.05), no tables; family and "
+                     "dataset stay on the command line, as do --out, --device, --data-dir, "
+                     "--force and --quiet; the command line wins")
     run.add_argument("--force", action="store_true", help="resume despite changed settings, "
                      "or write into a non-empty directory that is not a run")
     run.add_argument("--quiet", action="store_true", help="no per-epoch lines")
