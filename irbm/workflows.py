@@ -33,7 +33,7 @@ from .evaluate import (
 )
 from .floor import FLOOR_STEPS, sampled_log_partition_floor
 from .models import build_model, check_device
-from .profiles import merge_settings
+from .profiles import PROFILES, merge_settings
 from .report import MARKER_FILE as REPORT_MARKER
 from .report import write_report
 from .sampling import sample
@@ -202,6 +202,9 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
         name = trainer.model.display_name
         article = "an" if name[:1].lower() in "aeio" or name[:1] in "FHLMNRSX" else "a"
         message = f"training {article} {name} on {dataset!r} into {out}"
+        if settings.profile != "irbm":  # the rules it sets are otherwise only in config.json
+            message += f"\nprofile {settings.profile}: " + ", ".join(
+                f"{rule} {getattr(settings, rule)}" for rule in PROFILES[settings.profile])
     # Everything is checked: from here on, files are written.
     runs.check_writable(out)
     if not resuming:

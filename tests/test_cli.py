@@ -1101,3 +1101,16 @@ def test_version_a_zero_step_sample_and_ctrl_c_before_the_first_checkpoint(
         "starts afresh")
     result = run_cli(*train_args("rbm", "digits", pipeline_run(pipeline, "digits-rbm")))
     assert result.code == 130 and "the last checkpoint is intact" in result.err
+
+
+def test_a_run_under_the_authors_profile_says_the_rules_it_takes(tmp_path):
+    result = run_cli("train", "irbm", "digits", "--out", tmp_path / "run", *TINY_TRAIN,
+                     "--epochs", 1, "--profile", "authors", "--shuffle")
+    assert_ok(result)
+    assert ("profile authors: epsilon_placement inside, regularization authors, shuffle True, "
+            "chains_per_update rows, growth chains, growth_trigger last, new_unit chains, "
+            "pruning one") in result.out.splitlines()
+    plain = run_cli("train", "irbm", "digits", "--out", tmp_path / "plain", *TINY_TRAIN,
+                    "--epochs", 1)
+    assert_ok(plain)
+    assert "profile" not in plain.out
