@@ -54,7 +54,7 @@ def test_a_missing_option_is_one_line_naming_the_help(tmp_path):
      "at; add --bracket, or leave --tolerance out"),
     (["sample", "{run}", "--seed", -3], "--seed must be an integer >= 0, got -3"),
     (["sample", "{run}", "--n", 0], "--n must be an integer >= 1, got 0"),
-    (["sample", "{run}", "--steps", -1], "--steps must be an integer >= 0, got -1"),
+    (["sample", "{run}", "--steps", 0], "--steps must be an integer >= 1, got 0"),
     (["sweep", "{run}/sweep.toml", "--out", "{run}/sweep", "--workers", 0],
      "--workers must be an integer >= 1, got 0")])
 def test_out_of_range_counts_are_refused_before_any_banner(run_dir, args, fragment):
