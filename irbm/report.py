@@ -102,6 +102,18 @@ def _bracket_cell(bracket: dict | None) -> str:
             + f", {verdict}")
 
 
+def _raise_cell(upper: dict | None, bracket: dict | None) -> str:
+    """RAISE's test NLL: the evaluation's own (--raise), else its bracket's conservative end,
+    which is RAISE's estimate at the bracket's last level ("-": neither ran)."""
+    if upper is not None:
+        return (f"{_number(upper['mean'])} +/- {_number(upper['stderr'])} "
+                f"({upper['n_rows']} rows)")
+    if bracket is None or not math.isfinite(bracket["conservative"]):
+        return "-"
+    return (f"{_number(bracket['conservative'])} +/- {_number(bracket['conservative_stderr'])} "
+            f"({bracket['n_rows']} rows, bracket)")
+
+
 def _nll_log_z(record: dict) -> float:
     """The ln Z the record's NLLs were computed with (its AIS ln Z in records made before the
     floor could replace it)."""
@@ -176,8 +188,7 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
                     + (f", epsilon {settings.epsilon_placement} the root"
                        if settings.epsilon_placement != "outside" else ""),
         "AIS (base, chains x temperatures, ESS, path)": ais,
-        "RAISE test NLL": ("-" if upper is None else f"{_number(upper['mean'])} +/- "
-                           f"{_number(upper['stderr'])} ({upper['n_rows']} rows)"),
+        "RAISE test NLL": _raise_cell(upper, bracket),
         "ln Z-hat": _number(log_z),
         "ln(Z-hat -/+ 3 sigma)": f"[{_number(log_z_low)}, {_number(log_z_high)}]",
         # mean F + ln Z: the record's NLL moved from the ln Z it used to the pool's.

@@ -59,9 +59,12 @@ def _is_named_dataset(name) -> bool:
 
 def unchanged_setting(name: str, recorded, given) -> bool:
     """Whether a recorded setting and a given one agree: a named dataset in any spelling
-    (``Digits``, recorded before names were keyed, is ``digits``)."""
+    (``Digits``, recorded before names were keyed, is ``digits``); no random stream given
+    (the default) agrees with the one the run recorded."""
     if name == "dataset" and _is_named_dataset(recorded):
         return dataset_name(recorded) == dataset_name(given)
+    if name == "random_stream" and given is None:  # the default: the stream the run has
+        return True
     return recorded == given
 
 
@@ -205,6 +208,9 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
         if settings.profile != "irbm":  # the rules it sets are otherwise only in config.json
             message += f"\nprofile {settings.profile}: " + ", ".join(
                 f"{rule} {getattr(settings, rule)}" for rule in PROFILES[settings.profile])
+    # The stream the trainer resolved (None: the device's default), so that config.json names
+    # the generator the run draws from.
+    record["settings"]["random_stream"] = trainer.config.random_stream
     # Everything is checked: from here on, files are written.
     runs.check_writable(out)
     if not resuming:

@@ -367,6 +367,14 @@ def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, 
         round(bracket["optimistic"], 2), round(bracket["conservative"], 2),
         round(abs(bracket["width"]), 2)]
     assert ("sides cross by" in row["Test NLL bracket"]) == (bracket["width"] < 0)
+    # No --raise of its own: the RAISE column shows the bracket's RAISE side.
+    assert "raise" not in record
+    if math.isfinite(bracket["conservative"]):
+        assert numbers(row["RAISE test NLL"])[:3] == [
+            round(bracket["conservative"], 2), round(bracket["conservative_stderr"], 2), 20]
+        assert "bracket" in row["RAISE test NLL"]
+    else:  # RAISE never gave the bracket a finite side
+        assert row["RAISE test NLL"] == "-"
     for reason in bracket["reasons"]:
         assert reason in (tmp_path / "report" / "report.md").read_text()
 

@@ -5,6 +5,7 @@ against the uniforms they consume; whole models' fused Gibbs steps against the e
 for draw; independence from the thread count; and bit-identical resumed training with the
 Philox stream (a checkpoint from before the option resumes with a torch.Generator)."""
 
+import json
 import multiprocessing
 
 import numpy as np
@@ -741,6 +742,31 @@ def test_the_default_random_stream_is_philox_and_others_are_refused():
     assert isinstance(torch_stream.gibbs_generator, torch.Generator)
     with pytest.raises(ValueError, match="random_stream"):
         Trainer(small_irbm(), random_stream="numpy", progress=False)
+
+
+def test_a_run_records_the_random_stream_it_resolved_and_resumes_without_naming_it(tmp_path):
+    """config.json names the generator (not None for "the device's default"); a resume that
+    leaves the stream unset goes on with it, one that names another is a change."""
+    from dataclasses import replace
+
+    from irbm.settings import Settings
+    from irbm.workflows import settings_for, train_run
+    path = tmp_path / "rows.npy"
+    np.save(path, np.random.default_rng(0).random((60, 6)) < 0.5)
+    settings = Settings(family="irbm", dataset=str(path), epochs=1, cd_k=1, batch_size=16)
+    assert settings.random_stream is None
+    train_run(settings, tmp_path / "run", epoch_lines=False)
+
+    def recorded():
+        return json.loads((tmp_path / "run" / "config.json").read_text())["settings"]
+    assert recorded()["random_stream"] == "philox"
+    assert settings_for(tmp_path / "run", {}).random_stream == "philox"
+    resumed = train_run(replace(settings, epochs=2), tmp_path / "run", epoch_lines=False)
+    assert resumed.config.random_stream == "philox" and resumed.epoch == 2
+    with pytest.raises(ValueError, match="random_stream: philox -> torch"):
+        train_run(replace(settings, epochs=3, random_stream="torch"), tmp_path / "run",
+                  epoch_lines=False)
+    assert recorded()["random_stream"] == "philox"
 
 
 @needs_kernels
