@@ -9,10 +9,13 @@ Using one thread too few costs at most the parallel speed-up, which is small at 
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import os
 import time
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 import torch
 
@@ -25,6 +28,11 @@ logger = logging.getLogger(__name__)
 SMALL_WORK = 10e6
 
 _SAMPLE_SECONDS = 0.05
+
+# Whether an enclosing call already chose the threads (`using_threads`, `hold_threads`): a call
+# inside it with threads None keeps that choice instead of reading the free cores again, which
+# its own enclosing computation may be keeping busy.
+_held: ContextVar[bool] = ContextVar("irbm_threads_held", default=False)
 
 
 def _allowed_cpus() -> set[int]:
@@ -103,15 +111,53 @@ def apply_threads(n: int | None, work: float | None = None) -> int:
     return n
 
 
+def hold_threads(n: int | None, work: float | None = None) -> int:
+    """`apply_threads`, kept by every call with threads None inside the current context (the
+    command line's: `irbm.cli.main` runs each command in a context of its own); returns the
+    thread count set."""
+    n = apply_threads(n, work)
+    _held.set(True)
+    return n
+
+
 @contextmanager
 def using_threads(n: int | None = None, work: float | None = None):
-    """torch's CPU threads at ``n`` (None: `default_threads` for ``work``) inside the block and
-    torch's own setting restored after: how `irbm.Trainer.fit` and the scikit-learn estimators
-    keep to the free cores (a second thread on a busy core made updates 6-60x slower) without
-    changing their caller's setting."""
+    """torch's CPU threads at ``n`` (None: `default_threads` for ``work``, or the enclosing
+    block's choice inside one) inside the block and torch's own setting restored after: how
+    `irbm.Trainer.fit`, the estimators of ln Z and the scikit-learn estimators keep to the free
+    cores (a second thread on a busy core made updates 6-60x slower) without changing their
+    caller's setting."""
     before = torch.get_num_threads()
-    apply_threads(n, work)
+    if n is not None or not _held.get():
+        apply_threads(n, work)
+    token = _held.set(True)
     try:
         yield
     finally:
+        _held.reset(token)
         torch.set_num_threads(before)
+
+
+def chooses_threads(rows=None):
+    """Decorate a function whose arguments include ``threads`` (and ``model``, when ``rows`` is
+    given) to run under `using_threads`: ``threads`` None picks them as `irbm.Trainer.fit` does,
+    for a product of ``rows(arguments)`` rows (a function of the bound arguments, by name;
+    None, or ``rows`` None: unknown, assumed large) by the model's n_visible x n_hidden."""
+    def decorate(function):
+        signature = inspect.signature(function)
+
+        @functools.wraps(function)
+        def threaded(*args, **kwargs):
+            arguments = signature.bind(*args, **kwargs)
+            arguments.apply_defaults()
+            named = arguments.arguments
+            try:
+                count = None if rows is None else rows(named)
+            except (TypeError, ValueError):  # a bad argument: the function's check names it
+                count = None
+            work = None if count is None else (
+                count * named["model"].n_visible * max(named["model"].n_hidden, 1))
+            with using_threads(named["threads"], work):
+                return function(*args, **kwargs)
+        return threaded
+    return decorate

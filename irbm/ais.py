@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 
 from ._ais_chains import check_path, run_chains, run_reverse_chains
 from ._io import atomic_write
+from ._threads import chooses_threads
 from .kernels import runs_on
 from .models import TrajectoryPath
 
@@ -511,12 +512,13 @@ def run_config(model, annealing, schedule: np.ndarray, base_name: str, base_bias
         **settings, "dtype": str(dtype), "device": device.type})
 
 
+@chooses_threads(lambda a: min(int(a["n_chains"]), int(a["chain_batch_size"])))
 def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=None, base=None,
                            path=None, trajectory=None, data=None, seed=None, generator=None,
                            device=None, dtype=None,
                            chain_batch_size: int = 1000, checkpoint_path=None,
                            deadline: float | Deadline | None = None,
-                           progress: bool = True) -> AISResult:
+                           progress: bool = True, threads=None) -> AISResult:
     """ln Z-hat = ln (1/S) sum_s w_s, ln w_s = ln Z_0 + sum_k [F_{t_{k-1}}(v_s) - F_{t_k}(v_s)].
 
     Parameters
@@ -551,6 +553,10 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
         predicted to end past it, the run stops between batches by raising `OutOfTime`, after
         at least one; a `Deadline` shared by several runs lets a run stop before its first
         batch once another has run one.
+    threads : int, optional
+        torch's CPU threads for the call (None: as `irbm.Trainer.fit` picks them, one for a
+        small product, else the free cores; inside a call that chose them, its choice);
+        torch's own setting is restored after.
     progress : bool
         Show a tqdm progress bar.
 

@@ -9,6 +9,7 @@ generated from `irbm.settings.Settings`; what each subcommand does is in `irbm.c
 from __future__ import annotations
 
 import argparse
+import contextvars
 import difflib
 import os
 import re
@@ -349,7 +350,9 @@ def main(argv=None) -> int:
         return 2
     handler = getattr(commands, f"run_{args.command}")
     try:
-        handler(args)
+        # A context of its own: the threads a command holds (`irbm._threads.hold_threads`)
+        # end with it, where main is called in-process (tests, a notebook).
+        contextvars.copy_context().run(handler, args)
     except KeyboardInterrupt:
         left = _INTERRUPTED.get(args.command, "nothing was recorded")
         if args.command == "train" and not os.path.exists(os.path.join(args.out, TRAINER_FILE)):

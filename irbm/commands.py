@@ -1,6 +1,6 @@
 """What each `irbm` subcommand does with its parsed arguments: combine the settings, set the
-threads, call `irbm.workflows` and print the outcome. `cli.py` parses; this module never
-imports it."""
+threads (held for the command: the library's calls inside it keep them), call
+`irbm.workflows` and print the outcome. `cli.py` parses; this module never imports it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from . import runs, workflows
-from ._threads import apply_threads
+from ._threads import hold_threads
 from .settings import SPECS, check_setting, read_config_file
 
 
@@ -18,7 +18,7 @@ def _start(args):
     if args.command in ("evaluate", "sample", "plot"):
         runs.require_run(args.run, command=f"irbm {args.command}")
     workflows.check_device(getattr(args, "device", None))
-    apply_threads(check_setting("threads", args.threads))
+    hold_threads(check_setting("threads", args.threads))
 
 
 def run_train(args):
@@ -27,7 +27,7 @@ def run_train(args):
                   if (value := getattr(args, name, None)) is not None})
     workflows.check_device(args.device)
     settings = workflows.settings_for(args.out, given)
-    apply_threads(settings.threads)
+    hold_threads(settings.threads)
     return workflows.train_run(settings, args.out, data_dir=args.data_dir, device=args.device,
                                force=args.force, echo=print, epoch_lines=not args.quiet)
 

@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 from ._ais_chains import check_path, run_reverse_chains
 from ._bracket_work import LevelWork, bracket_identity
+from ._threads import chooses_threads
 from .ais import (
     AISResult,
     Deadline,
@@ -124,8 +125,10 @@ class NLLEstimate:
         return problems
 
 
+@chooses_threads(lambda a: min(int(a["n_chains"]), 1000))
 def ais_nll(model, data, *, n_chains: int = 100, n_betas=None, betas=None, base=None,
-            base_data=None, batch_size: int = 4096, **ais_options) -> NLLEstimate:
+            base_data=None, batch_size: int = 4096, threads=None,
+            **ais_options) -> NLLEstimate:
     """mean_n [F(v_n) + ln Z-hat] with ln Z-hat from `irbm.ais.estimate_log_partition`.
 
     What a trainer callback calls every few epochs on the validation set. It takes AIS's ln Z
@@ -143,6 +146,7 @@ def ais_nll(model, data, *, n_chains: int = 100, n_betas=None, betas=None, base=
         keeps the estimate of Z unbiased, so this leaks nothing into the NLL).
     batch_size : int
         Rows per free-energy evaluation.
+    threads : int, optional: torch's CPU threads, as in `irbm.ais.estimate_log_partition`.
     **ais_options : seed, generator, device, dtype, chain_batch_size, checkpoint_path, progress.
     """
     if base_data is None:  # the data base (the default of most families) needs data
@@ -219,10 +223,12 @@ def repeat_gap(per_chain: torch.Tensor) -> float | None:
     return float((n_repeats - 1) * (whole - left_out.mean(1)).mean())
 
 
+@chooses_threads(lambda a: min(len(a["data"]) * int(a["n_repeats"]),
+                               int(a["chain_batch_size"])))
 def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, path=None,
               trajectory=None, base_data=None, n_repeats: int = 1, chain_batch_size: int = 1000,
               checkpoint_path=None, deadline: float | Deadline | None = None,
-              progress: bool = True) -> RAISEEstimate:
+              progress: bool = True, threads=None) -> RAISEEstimate:
     """mean_n -ln p-hat(v_n) by reverse annealing (RAISE): the pessimistic partner of `ais_nll`.
 
     For each data row, ``n_repeats`` reverse chains start at the row, take a Gibbs transition at
@@ -256,6 +262,7 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
         past it, a checkpointed run stops between batches (`irbm.ais.OutOfTime`), after at
         least one; a `irbm.ais.Deadline` shared by
         several runs lets a run stop before its first batch once another has run one.
+    threads : int, optional: torch's CPU threads, as in `irbm.ais.estimate_log_partition`.
     """
     if checkpoint_path is not None and seed is None:
         raise ValueError("resuming from checkpoint_path needs an explicit integer seed")
@@ -307,8 +314,10 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
                          annealing.description, repeat_gap(per_chain))
 
 
+@chooses_threads(lambda a: len(a["samples"]))
 def bdmc_log_partition(model, samples, *, betas, base=None, path=None, base_data=None,
-                       n_clusters: int = 1, seed: int = 0, progress: bool = False) -> dict:
+                       n_clusters: int = 1, seed: int = 0, progress: bool = False,
+                       threads=None) -> dict:
     """-ln mean_s exp(-d_s): ln Z-hat from reverse annealing started at draws from the model
     (BDMC, Grosse, Ghahramani & Adams 2015), with d_s = -ln p-hat(x_s) - F(x_s) from RAISE's
     chains (`raise_nll`) started at the samples (S, n_visible) instead of data rows.
@@ -323,7 +332,7 @@ def bdmc_log_partition(model, samples, *, betas, base=None, path=None, base_data
     ----------
     samples : Tensor (S, n_visible), binary
     betas : array (M + 1,) from 0 to 1
-    base, path, base_data, seed, progress : as in `raise_nll`.
+    base, path, base_data, seed, progress, threads : as in `raise_nll`.
     n_clusters : int
         Samples come in S / n_clusters rounds of n_clusters chains (sample s from chain
         s mod n_clusters): the standard error treats each chain's samples as one draw.
@@ -427,6 +436,7 @@ def describe_bdmc(check: dict) -> str:
 REVERSE_PILOT_ROWS = 32  # reverse chains of the pilot that tunes RAISE's schedule
 
 
+@chooses_threads(lambda a: min(int(a["n_chains"]), 1000))
 def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                 max_seconds=None, seed=None, n_chains: int = BRACKET_CHAINS,
                 n_betas: int = 1000, paths=None, bases=None, trajectory=None,
@@ -434,7 +444,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                 raise_repeats: int = RAISE_REPEATS,
                 max_betas: int = 1_000_000, tempering=None, progress: bool = False,
                 echo=None, pilot_betas: int | None = None, work_dir=None,
-                keep_work: bool = False, stop_inside_level: bool = True) -> Bracket:
+                keep_work: bool = False, stop_inside_level: bool = True,
+                threads=None) -> Bracket:
     """[optimistic, conservative] around mean_n -ln p(v_n) for ``data`` (N, n_visible).
 
     Runs AIS (``n_chains`` chains) and RAISE (``raise_repeats`` reverse chains per row of a
@@ -531,6 +542,7 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         Whether ``max_seconds`` may stop the call's first level (see ``max_seconds``); False
         for a budget the caller did not choose for this call (`irbm evaluate --continue`
         inherits the stored bracket's, sized for its shorter levels).
+    threads : int, optional: torch's CPU threads, as in `irbm.ais.estimate_log_partition`.
 
     Returns
     -------

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
+from ._threads import chooses_threads
 from .models import EnergyModel, bernoulli
 
 INITIALIZATIONS = ("random", "data")
@@ -46,10 +47,12 @@ class SampleResult:
     snapshot_steps: list[int] | None = None
 
 
+@chooses_threads(lambda a: a["n_samples"] or (None if isinstance(a["init"], str)
+                                               else len(a["init"])))
 def sample(model: EnergyModel, n_samples: int | None, n_steps: int, *, init="random",
-           data=None, z_max_init: bool = False, generator=None,
+           data=None, z_max_init: bool = False, generator=None, seed: int | None = None,
            return_probabilities: bool = True, progress: bool = False,
-           every: int | None = None) -> SampleResult:
+           every: int | None = None, threads: int | None = None) -> SampleResult:
     """Draw samples from ``model`` by running ``n_samples`` block Gibbs chains for ``n_steps``.
 
     Each step is v -> (h, z) ~ P(h, z | v) -> v ~ P(v | h), for all chains at once.
@@ -72,12 +75,17 @@ def sample(model: EnergyModel, n_samples: int | None, n_steps: int, *, init="ran
         ordered-RBM chains. Only for the ordered RBM and the infinite RBM.
     generator : torch.Generator, int or None
         Source of randomness; an int is used as the seed of a new generator.
+    seed : int, optional
+        The seed of a new generator, as `irbm.ais.estimate_log_partition` takes it (give
+        ``seed`` or ``generator``, not both).
     return_probabilities : bool
         Also return P(v = 1 | h) of the last step.
     progress : bool
         Show a tqdm progress bar over the steps.
     every : int, optional
         Keep a snapshot of the chains every ``every`` steps (for a chain-evolution figure).
+    threads : int, optional
+        torch's CPU threads, as in `irbm.ais.estimate_log_partition`.
 
     Returns
     -------
@@ -97,6 +105,12 @@ def sample(model: EnergyModel, n_samples: int | None, n_steps: int, *, init="ran
     if z_max_init and not model.has_z:
         raise ValueError(f"z_max_init=True needs a model with a z variable; a "
                          f"{model.display_name} has none")
+    if seed is not None:
+        if generator is not None:
+            raise ValueError("give either seed or generator, not both")
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+        generator = int(seed)
     generator = _as_generator(generator, model.device)
 
     with torch.no_grad(), model.trusted_inputs():  # the start is validated once, below

@@ -31,6 +31,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ._ais_chains import check_path
+from ._threads import chooses_threads
 from .ais import make_betas, make_path, resolve_base, tuned_betas
 from .models import UniformSource
 
@@ -147,11 +148,12 @@ def _log_partition(log_base, forward, backward, ladders=slice(None)) -> tuple[fl
 
 
 @torch.no_grad()
+@chooses_threads(lambda a: int(a["n_temperatures"]) * int(a["n_ladders"]))
 def estimate_log_partition_tempering(model, n_temperatures: int = 100, n_sweeps: int = 2000, *,
                                      n_ladders: int = 32, betas=None, base=None, path=None,
                                      data=None, burn_in: float = 0.25, n_groups: int = 8,
                                      n_samples: int = 0, seed: int = 0,
-                                     progress: bool = True) -> TemperingResult:
+                                     progress: bool = True, threads=None) -> TemperingResult:
     """ln Z-hat of ``model`` by parallel tempering along an annealing path, ratios by BAR.
 
     Parameters
@@ -173,6 +175,7 @@ def estimate_log_partition_tempering(model, n_temperatures: int = 100, n_sweeps:
         States of the model's replica to keep (`TemperingResult.samples`): a multiple of
         ``n_ladders``, each ladder's taken at evenly spaced sweeps after the burn-in.
     seed : int
+    threads : int, optional: torch's CPU threads, as in `irbm.ais.estimate_log_partition`.
 
     Returns
     -------

@@ -21,6 +21,7 @@ from . import checkpoint as ckpt
 from . import runs
 from ._bracket_work import remove_work
 from ._io import atomic_write, hold_lock
+from ._threads import chooses_threads
 from .ais import estimate_log_partition
 from .bracket import BRACKET_CHAINS, RAISE_REPEATS, level_estimates, pool_estimates, rejudge
 from .datasets import LOADERS, dataset_name, load_dataset
@@ -302,12 +303,13 @@ def _check_split_sizes(settings: Settings, whole) -> None:
 
 
 # ---------------------------------------------------------------------------- evaluate
+@chooses_threads()
 def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, seed=None,
                  which="best", raise_rows=None, raise_repeats=None, bracket=False,
                  tolerance=None,
                  max_seconds=None, tempering_sweeps=None, schedule=None, resume=False,
                  floor_chains=None, floor_descents=0, data_dir=None, device=None,
-                 progress=True, echo=None) -> dict | None:
+                 progress=True, echo=None, threads=None) -> dict | None:
     """AIS estimate of log Z for the run's model and its NLL on every split, with the AIS
     diagnostics, appended to the run's ``evaluation.json``; returns the new record.
 
@@ -337,6 +339,8 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
     None is returned when it is not higher than the bracket's), and with ``floor_descents`` the
     minima of G that descents from that many random hidden vectors reach.
     ``n_chains``, ``seed``, ``tolerance``: None takes 1,000, 0 and 1.0 nat.
+    ``threads``: torch's CPU threads for the call (None: the free cores, as `irbm evaluate`
+    picks them; `irbm.ais.estimate_log_partition`); torch's own setting is restored after.
     """
     if floor_descents and floor_chains is None:
         raise ValueError("--floor-descents adds to the floor that --floor-chains recomputes: "
@@ -692,9 +696,11 @@ def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, 
 
 # ---------------------------------------------------------------------------- sample, plot
 def sample_run(run_dir, *, n_samples=16, n_steps=10000, init="random", z_max_init=False,
-               seed=0, data_dir=None, device=None, progress=True) -> tuple[Path, Path]:
+               seed=0, data_dir=None, device=None, progress=True,
+               threads=None) -> tuple[Path, Path]:
     """Gibbs chains from the run's model: ``samples.npz`` (binary samples, P(v|h) of the last
-    step, and the model's epoch and digest) and ``figures/samples.png``; returns both paths."""
+    step, and the model's epoch and digest) and ``figures/samples.png``; returns both paths.
+    ``threads``: torch's CPU threads, as in `irbm.sampling.sample`."""
     from .plotting import plot_samples
     check_device(device)
     run_dir = runs.require_run(run_dir)
@@ -705,7 +711,8 @@ def sample_run(run_dir, *, n_samples=16, n_steps=10000, init="random", z_max_ini
     start = time.perf_counter()
     result = sample(model, n_samples, n_steps, init=init,
                     data=torch.as_tensor(dataset.test) if init == "data" else None,
-                    z_max_init=z_max_init, generator=generator, progress=progress)
+                    z_max_init=z_max_init, generator=generator, progress=progress,
+                    threads=threads)
     probabilities = result.probabilities.cpu().numpy()
     runs.save_npz(run_dir / runs.SAMPLES_FILE, {
         "samples": result.samples.cpu().numpy().astype(np.uint8),

@@ -123,3 +123,88 @@ def test_a_finished_run_trained_again_says_nothing_about_epochs(tmp_path):
         warnings.simplefilter("always")
         assert main(command) == 0
     assert not [w for w in caught if "epochs" in str(w.message)]
+
+
+def _spy_on_steps(monkeypatch):
+    """The torch threads each AIS/RAISE chain batch and Gibbs run ran on."""
+    import irbm.ais as ais
+    import irbm.evaluate as evaluate
+    import irbm.sampling as sampling
+    seen = []
+    for module, name in ((ais, "run_chains"), (evaluate, "run_reverse_chains"),
+                         (sampling, "bernoulli")):
+        original = getattr(module, name)
+
+        def spy(*args, _original=original, **kwargs):
+            seen.append(torch.get_num_threads())
+            return _original(*args, **kwargs)
+        monkeypatch.setattr(module, name, spy)
+    return seen
+
+
+@pytest.mark.parametrize("n_hidden, expected", [(4, 1), (400, 3)])
+def test_the_estimators_of_ln_z_run_on_the_policys_threads_and_give_the_callers_back(
+        free_cores_three, monkeypatch, n_hidden, expected):
+    """AIS, RAISE, the bracket and Gibbs sampling pick threads as `Trainer.fit` does (a second
+    thread on a busy core made a bracket 20x slower for a user who left torch's default), or
+    take ``threads``; torch's setting is the caller's again after."""
+    from irbm import RBM
+    from irbm.ais import estimate_log_partition
+    from irbm.evaluate import bracket_nll, raise_nll
+    from irbm.sampling import sample
+    model = RBM(784, n_hidden, generator=torch.Generator().manual_seed(0))
+    rows = (torch.rand(40, 784, generator=torch.Generator().manual_seed(1)) < 0.3).float()
+    seen = _spy_on_steps(monkeypatch)
+    # 40 rows x 784 x 400 = 12.5e6 multiply-adds: above `_threads.SMALL_WORK`.
+    estimate_log_partition(model, 40, 10, seed=0, progress=False, data=rows)
+    raise_nll(model, rows, n_betas=10, seed=0, progress=False, base="model")
+    sample(model, 40, 2, seed=0)
+    assert set(seen) == {expected} and torch.get_num_threads() == 2
+    seen.clear()
+    estimate_log_partition(model, 40, 10, seed=0, progress=False, data=rows, threads=1)
+    sample(model, 40, 2, seed=0, threads=1)
+    assert set(seen) == {1} and torch.get_num_threads() == 2
+    seen.clear()
+    # Inside the bracket its AIS and RAISE runs keep the bracket's choice (free cores read once).
+    monkeypatch.setattr(_threads, "free_cores", lambda *args, **kwargs: pytest.fail("re-read"))
+    bracket_nll(model, rows, base_data=None, rows=20, n_chains=40, n_betas=10, seed=0,
+                max_betas=10, threads=2)
+    assert seen and set(seen) == {2} and torch.get_num_threads() == 2
+
+
+def test_a_call_with_threads_none_inside_a_choice_keeps_it(free_cores_three):
+    with _threads.using_threads(1):
+        with _threads.using_threads(None, work=1e12):
+            assert torch.get_num_threads() == 1
+        with _threads.using_threads(3):  # an explicit count still applies
+            assert torch.get_num_threads() == 3
+        assert torch.get_num_threads() == 1
+    with _threads.using_threads(None, work=1e12):  # outside any choice: the policy's
+        assert torch.get_num_threads() == 3
+    assert torch.get_num_threads() == 2
+
+
+def test_the_command_line_holds_its_threads_for_the_library_calls_and_only_for_them(
+        free_cores_three, tmp_path):
+    """`irbm evaluate --threads 1`: the estimators inside keep the one thread; after the command
+    (run in-process), a library call picks for itself again."""
+    from _cli_helpers import run_cli
+    seen = []
+    original = _threads.using_threads
+
+    @__import__("contextlib").contextmanager
+    def spy(n=None, work=None):
+        with original(n, work):
+            seen.append(torch.get_num_threads())
+            yield
+    import unittest.mock
+    with unittest.mock.patch.object(_threads, "using_threads", spy):
+        assert run_cli("train", "rbm", "digits", "--n-hidden", 4, "--epochs", 1,
+                       "--out", tmp_path / "run", "--quiet").code == 0
+        result = run_cli("evaluate", tmp_path / "run", "--latest", "--chains", 20,
+                         "--betas", 20, "--threads", 1)
+        assert result.code == 0, result.err
+    assert seen and set(seen) == {1}, seen
+    assert not _threads._held.get()
+    with _threads.using_threads(None, work=1e12):
+        assert torch.get_num_threads() == 3
