@@ -125,6 +125,12 @@ def add_setting_argument(parser, spec: SettingSpec):
                             choices=spec.allowed(), default=None, help=help_text)
 
 
+def _latest_option(parser, verb: str):
+    parser.add_argument("--latest", action="store_true",
+                        help=f"{verb} the latest model rather than the best (best.safetensors, "
+                             "kept by --eval-every; a run without one has only its latest)")
+
+
 def _system_options(parser, *, data: bool = True, threads: bool = True):
     group = parser.add_argument_group("system options")
     if data:
@@ -188,8 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="annealing path (default: the family's; the families with z "
                           "pin z while annealing, since the linear path can collapse onto z = 1 "
                           "and miss most of Z)")
-    evaluate.add_argument("--latest", action="store_true", help="evaluate the latest model "
-                          "rather than the best")
+    _latest_option(evaluate, "evaluate")
     evaluate.add_argument("--seed", type=int, default=None, help="(default 0)")
     evaluate.add_argument("--raise", dest="raise_rows", nargs="?", type=_raise_rows, const=0,
                           default=None, metavar="ROWS",
@@ -267,6 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "(every trained unit selected; the paper's start for the oRBM "
                              "and iRBM)")
     sample.add_argument("--seed", type=int, default=0, help="seed of the chains (default 0)")
+    _latest_option(sample, "sample")
     _system_options(sample)
 
     plot = commands_parser.add_parser(
@@ -277,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("run", help="run directory")
     plot.add_argument("--allow-stale", action="store_true",
                       help="draw samples or AIS weights of an earlier model anyway")
+    _latest_option(plot, "draw")
     _system_options(plot)
 
     report = commands_parser.add_parser(

@@ -57,14 +57,16 @@ def run_sample(args):
     start = time.perf_counter()
     samples, picture = workflows.sample_run(
         args.run, n_samples=args.n, n_steps=args.steps, init=args.init,
-        z_max_init=args.z_max_init, seed=args.seed, data_dir=args.data_dir, device=args.device)
+        z_max_init=args.z_max_init, seed=args.seed, data_dir=args.data_dir, device=args.device,
+        which="latest" if args.latest else "best", echo=print)
     print(f"{args.n} samples in {time.perf_counter() - start:.1f}s -> {samples}, {picture}")
 
 
 def run_plot(args):
     _start(args)
     for path in workflows.plot_run(args.run, data_dir=args.data_dir, device=args.device,
-                                   allow_stale=args.allow_stale, echo=print):
+                                   allow_stale=args.allow_stale, echo=print,
+                                   which="latest" if args.latest else "best"):
         print(path)
 
 

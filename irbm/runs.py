@@ -353,10 +353,11 @@ def current_evaluation(run_dir) -> tuple[dict, str | None]:
     return records[-1], staleness(run_dir, records[-1], cache)
 
 
-def stale_inputs(run_dir) -> dict[str, str]:
+def stale_inputs(run_dir, which="best") -> dict[str, str]:
     """What `irbm plot` would draw from results of another model, {file name: why}:
-    ``samples.npz`` drawn from another model than the run's, the AIS weights of a stale
-    evaluation (each message names the command that brings it up to date)."""
+    ``samples.npz`` drawn from another model than the run's ``which`` ("best": its best when
+    it has one, else its latest; "latest"), the AIS weights of a stale evaluation (each
+    message names the command that brings it up to date)."""
     run_dir = Path(run_dir)
     problems, cache = {}, {}
     samples = run_dir / SAMPLES_FILE
@@ -371,11 +372,14 @@ def stale_inputs(run_dir) -> dict[str, str]:
         if record.get("epoch") == -1:  # saved for "unknown"
             record["epoch"] = None
         reason = staleness(run_dir, record, cache, verb="drawn")
-        if reason is None and record["model_file"] != _model_file(run_dir, "best").name:
-            reason = f"stale: drawn from {record['model_file']}, not the run's best model"
+        wanted = _model_file(run_dir, which).name
+        latest = " --latest" if which == "latest" else ""
+        if reason is None and record["model_file"] != wanted:
+            reason = (f"stale: drawn from {record['model_file']}, not the run's "
+                      f"{'latest' if which == 'latest' else 'best'} model ({wanted})")
         if reason is not None:
-            problems[SAMPLES_FILE] = (f"{samples} is {reason}: run `irbm sample {run_dir}` "
-                                      "again")
+            problems[SAMPLES_FILE] = (f"{samples} is {reason}: run `irbm sample {run_dir}"
+                                      f"{latest}` again")
     records = read_evaluations(run_dir)
     if records and (run_dir / AIS_WEIGHTS_FILE).exists():
         reason = staleness(run_dir, records[-1], cache)

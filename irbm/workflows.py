@@ -696,17 +696,21 @@ def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, 
 
 # ---------------------------------------------------------------------------- sample, plot
 def sample_run(run_dir, *, n_samples=16, n_steps=10000, init="random", z_max_init=False,
-               seed=0, data_dir=None, device=None, progress=True,
-               threads=None) -> tuple[Path, Path]:
+               seed=0, data_dir=None, device=None, progress=True, threads=None,
+               which="best", echo=None) -> tuple[Path, Path]:
     """Gibbs chains from the run's model: ``samples.npz`` (binary samples, P(v|h) of the last
     step, and the model's epoch and digest) and ``figures/samples.png``; returns both paths.
-    ``threads``: torch's CPU threads, as in `irbm.sampling.sample`."""
+    ``which``: the run's "best" model when it has one (else its latest), or its "latest";
+    ``threads``: torch's CPU threads, as in `irbm.sampling.sample`; ``echo`` receives the
+    line saying which model was sampled (default: the module's logger)."""
     from .plotting import plot_samples
     check_device(device)
     run_dir = runs.require_run(run_dir)
     dataset = runs.load_run_dataset(run_dir, data_dir)
     figures = runs.check_writable(run_dir / "figures")
-    model, source = runs.run_model(run_dir, device=device)
+    model, source = runs.run_model(run_dir, which=which, device=device)
+    (echo or logger.info)(f"sampling {source.file} (epoch {source.epoch}, "
+                          f"{model.n_hidden} hidden units)")
     generator = torch.Generator(device=model.device).manual_seed(seed)
     start = time.perf_counter()
     result = sample(model, n_samples, n_steps, init=init,
@@ -726,8 +730,10 @@ def sample_run(run_dir, *, n_samples=16, n_steps=10000, init="random", z_max_ini
     return run_dir / runs.SAMPLES_FILE, figures / "samples.png"
 
 
-def plot_run(run_dir, *, data_dir=None, device=None, allow_stale=False, echo=None) -> list[Path]:
-    """Draw every figure of the run (`irbm.plotting.figures_for_run`) and return the paths.
+def plot_run(run_dir, *, data_dir=None, device=None, allow_stale=False, echo=None,
+             which="best") -> list[Path]:
+    """Draw every figure of the run (`irbm.plotting.figures_for_run`) of its ``which`` model
+    ("best" when it has one, else its latest; or "latest") and return the paths.
 
     Samples or AIS weights computed from another model than the run's current one are not
     drawn (the samples figure shows fresh chains of the current model, the AIS convergence
@@ -736,14 +742,14 @@ def plot_run(run_dir, *, data_dir=None, device=None, allow_stale=False, echo=Non
     check_device(device)
     run_dir = runs.require_run(run_dir)
     dataset = runs.load_run_dataset(run_dir, data_dir)
-    problems = runs.stale_inputs(run_dir)
+    problems = runs.stale_inputs(run_dir, which)
     instead = {runs.SAMPLES_FILE: "samples.png shows short chains of the current model "
                "instead", runs.AIS_WEIGHTS_FILE: "ais_convergence.png is not drawn"}
     for name, problem in problems.items():
         say(f"note: {problem}; " + ("drawn anyway (--allow-stale)" if allow_stale else
                                     f"{instead[name]} (--allow-stale draws it anyway)"))
     from .plotting import figures_for_run
-    return figures_for_run(run_dir, dataset, device=device,
+    return figures_for_run(run_dir, dataset, device=device, which=which,
                            stale=() if allow_stale else tuple(problems))
 
 

@@ -803,3 +803,31 @@ def test_a_bracket_out_of_budget_in_its_first_level_stops_with_status_3(run_dir,
     (level_1,), levels = evaluations(run_dir)[-2]["bracket"]["levels"], \
         evaluations(run_dir)[-1]["bracket"]["levels"]
     assert [level["n_betas"] for level in levels] == [20, 40] and levels[0] == level_1
+
+
+def test_sample_and_plot_take_the_latest_model_when_told_and_say_which_they_used(tmp_path):
+    """A run trained with --eval-every keeps best.safetensors beside the latest: sample and plot
+    use the best unless --latest, say which model they sampled, and plot holds samples of the
+    other one stale."""
+    import numpy as np
+    run = tmp_path / "run"
+    assert_ok(run_cli("train", "rbm", "digits", "--out", run, *TINY, "--epochs", 3,
+                      "--eval-every", 1, "--eval-chains", 10, "--eval-betas", 20))
+    result = run_cli("sample", run, "--n", 4, "--steps", 2, "--latest")
+    assert_ok(result)
+    assert "sampling model.safetensors (epoch 3, 8 hidden units)" in result.out, result.out
+    with np.load(run / "samples.npz") as stored:
+        assert (str(stored["model_file"]), int(stored["epoch"])) == ("model.safetensors", 3)
+    plotted = run_cli("plot", run)
+    assert_ok(plotted)
+    assert "not the run's best model (best.safetensors)" in plotted.out, plotted.out
+    assert "irbm sample " + str(run) + "` again" in plotted.out
+    plotted = run_cli("plot", run, "--latest")
+    assert_ok(plotted)
+    assert "stale" not in plotted.out, plotted.out
+    result = run_cli("sample", run, "--n", 4, "--steps", 2)
+    assert_ok(result)
+    assert re.search(r"sampling best\.safetensors \(epoch [123], 8 hidden units\)", result.out)
+    plotted = run_cli("plot", run, "--latest")
+    assert "not the run's latest model (model.safetensors)" in plotted.out, plotted.out
+    assert "irbm sample " + str(run) + " --latest` again" in plotted.out

@@ -20,7 +20,7 @@ __all__ = ["figures_for_run"]
 _QUICK_SAMPLES, _QUICK_STEPS = 16, 1000
 
 
-def figures_for_run(run_dir, dataset, *, device=None, stale=()) -> list[Path]:
+def figures_for_run(run_dir, dataset, *, device=None, stale=(), which="best") -> list[Path]:
     """Draw every figure that applies to the run into ``run_dir/figures`` and return the paths:
     filters, samples, P(z|v) and the top inputs per z interval (models with z), the hidden
     layer size over training (models that can grow), training curves and AIS convergence (once
@@ -29,10 +29,11 @@ def figures_for_run(run_dir, dataset, *, device=None, stale=()) -> list[Path]:
     ``stale``: names of the run's result files (``samples.npz``, ``ais_log_weights.npy``) that
     describe an earlier model and must not be drawn: the samples are then drawn afresh from
     the model, and the AIS convergence figure is not drawn and an earlier one removed, so that
-    no figure of an older model is left looking current."""
+    no figure of an older model is left looking current. ``which``: the run's "best" model
+    when it has one (else its latest), or its "latest"."""
     run_dir = Path(run_dir)
     figures = runs.check_writable(run_dir / "figures")
-    model = runs.load_run_model(run_dir, device=device)
+    model = runs.load_run_model(run_dir, which=which, device=device)
     shape, order = dataset.image_shape, dataset.pixel_order
     written = []
 
