@@ -742,6 +742,9 @@ def plot_run(run_dir, *, data_dir=None, device=None, allow_stale=False, echo=Non
     check_device(device)
     run_dir = runs.require_run(run_dir)
     dataset = runs.load_run_dataset(run_dir, data_dir)
+    model, source = runs.run_model(run_dir, which=which)
+    (echo or logger.info)(f"figures of {source.file} (epoch {source.epoch}, "
+                          f"{model.n_hidden} hidden units)")
     problems = runs.stale_inputs(run_dir, which)
     instead = {runs.SAMPLES_FILE: "samples.png shows short chains of the current model "
                "instead", runs.AIS_WEIGHTS_FILE: "ais_convergence.png is not drawn"}

@@ -825,6 +825,7 @@ def test_sample_and_plot_take_the_latest_model_when_told_and_say_which_they_used
     plotted = run_cli("plot", run, "--latest")
     assert_ok(plotted)
     assert "stale" not in plotted.out, plotted.out
+    assert "figures of model.safetensors (epoch 3, 8 hidden units)" in plotted.out
     result = run_cli("sample", run, "--n", 4, "--steps", 2)
     assert_ok(result)
     assert re.search(r"sampling best\.safetensors \(epoch [123], 8 hidden units\)", result.out)
