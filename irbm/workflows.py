@@ -407,6 +407,12 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
     check_device(device)
     run_dir = runs.require_run(run_dir)
     dataset = runs.load_run_dataset(run_dir, data_dir)
+    n_test = 0 if dataset.test is None else len(dataset.test)
+    if raise_rows and n_test and raise_rows > n_test and continued is None:
+        raise ValueError(f"--raise {raise_rows}: this run's test set has {n_test} rows; give at "
+                         f"most {n_test}, or --raise without a number" + (
+                             " (with --bracket: 300 rows, or all of them when fewer)"
+                             if bracket else " (all of them)"))
     runs.check_writable(run_dir)
     partial = run_dir / runs.AIS_PARTIAL_FILE
     runs.check_ais_partial(partial)

@@ -167,7 +167,7 @@ def test_binarize_threshold_refuses_values_outside_the_unit_interval(tmp_path):
     np.save(tmp_path / "intensities.npy", np.random.default_rng(0).integers(0, 256, (60, 16)))
     refused(tmp_path, ["train", "rbm", tmp_path / "intensities.npy", "--out", tmp_path / "run",
                        "--binarize", "threshold", "--quiet"],
-            ["binarize='threshold' needs values in [0, 1]", "spans [0"])
+            ["binarize='threshold' (--binarize threshold) needs values in [0, 1]", "spans [0"])
 
 
 def test_a_huge_n_hidden_is_refused_before_allocating(tmp_path):
@@ -399,6 +399,12 @@ def test_bracket_options_are_refused_before_any_work(run_dir):
         result.err
     result = run_cli("evaluate", run_dir, "--bracket", "--schedule", "reverse")
     assert result.code == 2 and "invalid choice: 'reverse'" in result.err
+    # More RAISE rows than the test set holds (50): refused naming the option, before the
+    # banner, with or without --bracket.
+    for extra in (["--bracket"], []):
+        result = run_cli("evaluate", run_dir, *extra, "--raise", "1000")
+        assert result.code == 2 and "bracketing" not in result.out
+        assert "--raise 1000: this run's test set has 50 rows; give at most 50" in result.err
     assert snapshot(run_dir) == before
 
 

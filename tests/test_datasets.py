@@ -8,6 +8,7 @@ import hashlib
 import http.server
 import logging
 import os
+import re
 import socket
 import struct
 import sys
@@ -484,6 +485,45 @@ def test_images_csv_and_single_array_npz(tmp_path):
     assert load_user_data(tmp_path / "plain.csv", image_shape=(2, 2)).image_shape == (2, 2)
 
 
+@pytest.mark.parametrize("damage, binarize, fragment", [
+    ("header", None, "its first row alone has values that are not 0 or 1 (e.g. 2): a header "
+                     "line of numbers? Delete it"),
+    ("index", None, "only column 1 (0..119) of 13 has values that are not 0 or 1: an index or "
+                    "label column? Remove it"),
+    ("index and label", None, "only columns 1 (0..119), 14 (0..3) of 14 have values"),
+    ("index", "threshold", "only column 1 (0..119) of 13 has values that are not in [0, 1]"),
+])
+def test_a_stray_header_row_or_index_column_is_named(tmp_path, damage, binarize, fragment):
+    """pandas' to_csv writes a header of column numbers and an index column: the values outside
+    {0, 1} are in one row or column, and scaling the whole array (the advice for intensities)
+    would be wrong."""
+    rows = (np.random.default_rng(0).random((120, 12)) < 0.4).astype(float)
+    if binarize:
+        rows = rows * 0.8 + 0.1  # intensities in [0, 1] but for the stray column
+    if damage == "header":
+        rows = np.vstack([np.arange(12.0), rows])
+    else:
+        rows = np.column_stack([np.arange(120.0), rows])
+        if "label" in damage:
+            rows = np.column_stack([rows, np.arange(120) % 4])
+    np.savetxt(tmp_path / "rows.csv", rows, delimiter=",")
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        load_user_data(tmp_path / "rows.csv", binarize=binarize)
+
+
+def test_a_file_of_fewer_rows_than_columns_is_loaded_with_a_warning(tmp_path, caplog):
+    rows = (np.random.default_rng(0).random((12, 30)) < 0.5).astype(float)
+    np.save(tmp_path / "wide.npy", rows)
+    np.save(tmp_path / "tall.npy", rows.T)
+    with caplog.at_level("WARNING", logger="irbm.datasets"):
+        assert load_user_data(tmp_path / "tall.npy").n_visible == 12
+        assert not caplog.records
+        assert load_user_data(tmp_path / "wide.npy").n_visible == 30
+    (record,) = caplog.records
+    assert "wide.npy: 12 rows of 30 values" in record.message
+    assert "transpose the array" in record.message
+
+
 def test_binarization_on_request(tmp_path):
     probabilities = np.random.RandomState(5).rand(30, 8)
     np.save(tmp_path / "p.npy", probabilities)
@@ -499,7 +539,8 @@ def test_binarization_on_request(tmp_path):
     np.save(tmp_path / "grey.npy", probabilities * 255)
     with pytest.raises(ValueError, match=r"probabilities in \[0, 1\]"):
         load_user_data(tmp_path / "grey.npy", binarize="stochastic")
-    with pytest.raises(ValueError, match=r"binarize='threshold' needs values in \[0, 1\]"):
+    with pytest.raises(ValueError, match=r"binarize='threshold' \(--binarize threshold\) needs "
+                       r"values in \[0, 1\]"):
         load_user_data(tmp_path / "grey.npy", binarize="threshold")
     with pytest.raises(ValueError, match="binarize must be one of"):
         load_user_data(tmp_path / "p.npy", binarize="round")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import zipfile
 import zlib
@@ -10,6 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from ._dataset import SPLITS, Dataset, binarize_stochastic, fixed_split
+
+logger = logging.getLogger(__name__)
 
 # .npz key spellings accepted for each split.
 _SPLIT_KEYS = {"train": ("train", "train_x"), "valid": ("valid", "valid_x", "val", "val_x"),
@@ -72,8 +75,15 @@ def load_user_data(path, *, binarize: str | None = None, threshold: float = 0.5,
 
     shapes = {name: _check_rows(x, path, name) for name, x in arrays.items()}
     arrays = {name: x.reshape(len(x), -1) for name, x in arrays.items()}
+    n_rows = sum(len(x) for x in arrays.values())
+    if n_rows < next(iter(arrays.values())).shape[1]:
+        # Each row is an example; a (values, examples) array trains silently on nonsense.
+        logger.warning("%s: %d rows of %d values: each row is one example (if the examples "
+                       "are its columns, transpose the array)", path, n_rows,
+                       next(iter(arrays.values())).shape[1])
     if len(arrays) == 1:
         (rows,) = arrays.values()
+        _refuse_stray_row_or_columns(rows, path, binarize)
         held_out = max(1, round(_HELD_OUT * len(rows)))
         try:
             indices = fixed_split(len(rows), held_out, held_out)
@@ -147,6 +157,26 @@ def _check_rows(x: np.ndarray, path: Path, name: str):
     return x.shape[1:] if x.ndim == 3 else None
 
 
+def _refuse_stray_row_or_columns(x: np.ndarray, path: Path, binarize):
+    """Refuse a single array whose values outside {0, 1} (outside [0, 1] with ``binarize``) all
+    lie in its first row or in one or two of its columns: a header line of numbers, an index
+    column (pandas' to_csv) or a label column, which scaling the whole array would not cure."""
+    odd = ((x < 0) | (x > 1)) if binarize else ((x != 0) & (x != 1))
+    if not odd.any() or len(x) < 2 or x.shape[1] < 2:
+        return
+    rows, columns = np.flatnonzero(odd.any(axis=1)), np.flatnonzero(odd.any(axis=0))
+    kind = "in [0, 1]" if binarize else "0 or 1"
+    if rows.tolist() == [0]:
+        raise ValueError(f"{path}: its first row alone has values that are not {kind} (e.g. "
+                         f"{x[0][odd[0]][0]:g}): a header line of numbers? Delete it")
+    if len(columns) <= 2 and len(columns) < x.shape[1]:
+        named = ", ".join(f"{c + 1} ({x[:, c].min():g}..{x[:, c].max():g})" for c in columns)
+        raise ValueError(f"{path}: only column{'s' if len(columns) > 1 else ''} {named} of "
+                         f"{x.shape[1]} {'have' if len(columns) > 1 else 'has'} values that are "
+                         f"not {kind}: an index or label column? Remove it (pandas: "
+                         "to_csv(index=False), and drop the labels)")
+
+
 def _binarize(splits, path, how, threshold, seed) -> list[np.ndarray]:
     if how is not None:
         # Both rules read values as intensities in [0, 1]; other values (0-255 pixels, z-scores)
@@ -154,8 +184,9 @@ def _binarize(splits, path, how, threshold, seed) -> list[np.ndarray]:
         kind = "probabilities" if how == "stochastic" else "values"
         for name, x in zip(SPLITS, splits):
             if x.min() < 0 or x.max() > 1:
-                raise ValueError(f"{path}: binarize={how!r} needs {kind} in [0, 1], {name} "
-                                 f"spans [{x.min()}, {x.max()}] (divide by the maximum)")
+                raise ValueError(f"{path}: binarize={how!r} (--binarize {how}) needs {kind} "
+                                 f"in [0, 1], {name} spans [{x.min()}, {x.max()}] (divide by "
+                                 "the maximum)")
     if how == "threshold":
         return [(x > threshold).astype(np.uint8) for x in splits]
     if how == "stochastic":
