@@ -376,11 +376,18 @@ def check_setting(name: str, value):
     return SPECS[name].check(value)
 
 
+# Other libraries' names of settings (scikit-learn's BernoulliRBM, PyTorch's optimizers).
+_SYNONYMS = {"learning_rate": "lr", "n_components": "n_hidden", "n_iter": "epochs",
+             "random_state": "seed", "weight_decay": "l2", "k": "cd_k",
+             "persistent": "pcd", "hidden": "n_hidden", "n_epochs": "epochs"}
+
+
 def _closest_key(typed: str) -> str:
-    """"; did you mean n_hidden?" for n-hidden or n_hiden; "" when nothing is close."""
+    """"; did you mean n_hidden?" for n-hidden, n_hiden or n_components; "" when nothing is
+    close."""
     spelled = typed.replace("-", "_")
-    close = [spelled] if spelled in CONFIG_KEYS else difflib.get_close_matches(
-        spelled, CONFIG_KEYS, n=1)
+    close = [spelled] if spelled in CONFIG_KEYS else [_SYNONYMS[spelled]] \
+        if spelled in _SYNONYMS else difflib.get_close_matches(spelled, CONFIG_KEYS, n=1)
     return f"; did you mean {close[0]} for {typed}?" if close else ""
 
 
@@ -403,6 +410,11 @@ def read_config_file(path) -> dict:
             values = tomllib.load(stream)
         except tomllib.TOMLDecodeError as error:
             raise ValueError(f"config file {path} is not valid TOML: {error}") from None
+    tables = [key for key, value in values.items() if isinstance(value, dict)]
+    if tables:
+        raise ValueError(f"[{tables[0]}] in {path} is a table; a config file's keys stand at "
+                         "its top, without [sections] (lr = 0.05, not under [training]): move "
+                         f"{', '.join(values[tables[0]]) or 'its keys'} out of it")
     unknown = sorted(set(values) - set(CONFIG_KEYS))
     positional = [key for key in unknown if key in SPECS and SPECS[key].positional]
     if positional:

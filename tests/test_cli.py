@@ -963,6 +963,12 @@ def test_every_setting_is_a_config_key_recorded_in_the_run(tmp_path):
     ('epochs = 1\nn-hidden = 4\n', "unknown keys in"),
     ('epochs = 1\nn-hidden = 4\n', "did you mean n_hidden for n-hidden?"),
     ('n_hiden = 4\n', "did you mean n_hidden for n_hiden?"),
+    # scikit-learn's names, and the README's groups written as TOML tables.
+    ('learning_rate = 0.1\n', "did you mean lr for learning_rate?"),
+    ('n_components = 10\n', "did you mean n_hidden for n_components?"),
+    ('[training]\nlr = 0.1\ncd_k = 2\n', "[training] in"),
+    ('[training]\nlr = 0.1\ncd_k = 2\n', "without [sections] (lr = 0.05, not under "
+                                          "[training]): move lr, cd_k out of it"),
     # The positional arguments are not config keys, and the message says where they go.
     ('family = "rbm"\n', "family in"),
     ('family = "rbm"\n', "the family and the dataset are the command's own arguments"),
