@@ -153,7 +153,8 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
     record, stale, others = best_evaluation(run_dir)
     if stale and not allow_stale:
         raise ValueError(f"{run_dir / runs.EVALUATION_FILE} is {stale}: run `irbm evaluate "
-                         f"{run_dir}` again, or pass --allow-stale to report it marked stale")
+                         f"{run_dir}` again, or pass --allow-stale (Python: allow_stale=True) "
+                         "to report it marked stale")
     split = "test" if "test" in record["nll"] else next(iter(record["nll"]), None)
     nll = record["nll"].get(split) if split else None
     log_z, log_z_low, log_z_high = pooled_log_partition([record, *others])

@@ -112,7 +112,7 @@ def _check_output(out: Path, force: bool) -> bool:
         if any(out.iterdir()) and not force:
             raise ValueError(f"{out} is not empty and not an irbm run directory (no "
                              f"{runs.MARKER_FILE}); refusing to write into it: choose a new "
-                             "--out, or pass --force")
+                             "--out, or pass --force (Python: force=True)")
         return False
     if (out / ckpt.TRAINER_FILE).exists():
         return True
