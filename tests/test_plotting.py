@@ -65,6 +65,15 @@ def test_tile_images_layout_and_column_major_order():
     assert np.all(np.isinf(mosaic[6:, 4:]))  # the unused sixth cell
 
 
+def test_vectors_that_are_not_pictures_tile_into_a_heat_map_of_rows():
+    """Data of shape (1, D) (no image shape): strips one pixel high side by side were
+    unreadable; the rows stand one above the other instead, whatever n_columns asks."""
+    vectors = np.random.default_rng(0).random((7, 30))
+    for n_columns in (None, 12):
+        mosaic = tile_images(vectors, (1, 30), n_columns=n_columns)
+        assert np.array_equal(mosaic, vectors)
+
+
 def test_image_grid_png_orientation(tmp_path):
     flat_column_major = UPRIGHT.ravel(order="F")
     plotting.image_grid(flat_column_major, (8, 8), tmp_path / "f.png", order="F")

@@ -110,6 +110,8 @@ def tile_images(images, image_shape, *, n_columns: int | None = None, order: str
     Returns
     -------
     ndarray (n_rows * (height + border) - border, n_columns * (width + border) - border)
+        (N, width) for ``image_shape`` (1, width): the rows of ``images`` as they are, one
+        above the other, since strips of one pixel side by side cannot be read.
     """
     images = as_numpy(images, "images")
     if images.ndim == 1:
@@ -119,6 +121,8 @@ def tile_images(images, image_shape, *, n_columns: int | None = None, order: str
     height, width = check_image_shape(image_shape, images.shape[1])
     order = check_order(order)
     n_images = images.shape[0]
+    if height == 1:  # vectors, not pictures: one per line and no border, an (N, D) heat map
+        n_columns, border = 1, 0
     if n_columns is None:
         n_columns = int(np.ceil(np.sqrt(n_images)))
     if int(n_columns) < 1:
