@@ -52,7 +52,7 @@ from pathlib import Path
 
 from . import checkpoint as ckpt
 from . import runs, sweep_table, workflows
-from .datasets import check_dataset
+from .datasets import LOADERS, check_dataset, dataset_name
 from .settings import SPECS, Settings, check_setting
 
 logger = logging.getLogger(__name__)
@@ -76,9 +76,10 @@ def read_sweep(source) -> dict:
         ``fixed``, ``grid``, ``evaluation`` and ``trials`` (a dict of trial name to its
         grid values, in grid order); raises ValueError naming the bad key or value.
     """
-    name = "the sweep"
+    name, beside = "the sweep", None
     if not isinstance(source, dict):
         path = Path(source)
+        beside = path.parent
         if not path.is_file():
             raise FileNotFoundError(f"sweep file not found: {path}")
         name = str(path)
@@ -93,6 +94,11 @@ def read_sweep(source) -> dict:
     fixed = {key: _checked(name, key, value) for key, value in values.items()}
     grid = {key: [_checked(name, f"grid.{key}", v) for v in _values(name, key, options)]
             for key, options in grid.items()}
+    if beside is not None:  # a data file named relative to the sweep file, from any directory
+        if "dataset" in fixed:
+            fixed["dataset"] = _data_file_beside(fixed["dataset"], beside)
+        if "dataset" in grid:
+            grid["dataset"] = [_data_file_beside(value, beside) for value in grid["dataset"]]
     evaluation = {**EVALUATION_DEFAULTS, **evaluation}
     for key, minimum in (("chains", 1), ("betas", 2), ("seed", 0)):
         value = evaluation[key]
@@ -111,6 +117,15 @@ def read_sweep(source) -> dict:
             raise ValueError(f"{name}: two grid points are both named {label}")
         trials[label] = point
     return {"fixed": fixed, "grid": grid, "evaluation": evaluation, "trials": trials}
+
+
+def _data_file_beside(dataset: str, directory: Path) -> str:
+    """A relative data file's path beside the sweep file when it is there (as absolute), else
+    ``dataset`` as given (a named dataset, or a path from the current directory)."""
+    path = Path(dataset).expanduser()
+    if path.is_absolute() or dataset_name(dataset) in LOADERS:
+        return dataset
+    return str((directory / path).resolve()) if (directory / path).is_file() else dataset
 
 
 def _check_keys(name, fixed, grid, evaluation):

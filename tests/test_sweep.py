@@ -17,6 +17,7 @@ import signal
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from irbm import checkpoint as ckpt
@@ -225,6 +226,25 @@ def test_a_sweep_file_is_read_and_a_foreign_directory_refused(tmp_path):
     (tmp_path / "other" / "x").write_text("")
     with pytest.raises(ValueError, match="not an irbm sweep directory"):
         run_sweep(path, tmp_path / "other", workers=1, progress=False)
+
+
+def test_a_data_file_named_relative_to_the_sweep_file_is_found_from_any_directory(
+        tmp_path, monkeypatch):
+    sweeps = tmp_path / "project"
+    sweeps.mkdir()
+    np.save(sweeps / "mine.npy", np.zeros((30, 4)))
+    np.save(sweeps / "other.npy", np.zeros((30, 4)))
+    path = sweeps / "sweep.toml"
+    path.write_text('family = "rbm"\ndataset = "mine.npy"\n[grid]\nlr = [0.1]\n')
+    monkeypatch.chdir(tmp_path)  # not the sweep file's directory
+    assert read_sweep(path)["fixed"]["dataset"] == str(sweeps / "mine.npy")
+    path.write_text('family = "rbm"\n[grid]\ndataset = ["mine.npy", "other.npy", "digits"]\n')
+    assert read_sweep(path)["grid"]["dataset"] == [str(sweeps / "mine.npy"),
+                                                   str(sweeps / "other.npy"), "digits"]
+    # A path that is not beside the file is left to the current directory, as before.
+    (tmp_path / "here.npy").write_bytes((sweeps / "mine.npy").read_bytes())
+    path.write_text('family = "rbm"\ndataset = "here.npy"\n[grid]\nlr = [0.1]\n')
+    assert read_sweep(path)["fixed"]["dataset"] == "here.npy"
 
 
 def test_a_worker_killed_mid_trial_has_its_trial_resumed_from_the_checkpoint(tmp_path, cluster):
