@@ -506,8 +506,10 @@ def test_trainer_rejects_bad_data():
     trainer = Trainer(FACTORIES["rbm"](), progress=False)
     with pytest.raises(ValueError, match="shape"):
         trainer.fit(torch.zeros(10, N_VISIBLE + 1), 1)
-    with pytest.raises(ValueError, match="binary"):
+    with pytest.raises(ValueError, match=r"binary .*binarize intensities in \[0, 1\] first"):
         trainer.fit(torch.full((10, N_VISIBLE), 0.5), 1)
+    with pytest.raises(ValueError, match=r"span \[0, 255\]: scale them into \[0, 1\]"):
+        trainer.fit(torch.zeros(10, N_VISIBLE).index_fill_(1, torch.tensor([3]), 255.0), 1)
     with pytest.raises(ValueError, match="NaN"):
         trainer.fit(torch.full((10, N_VISIBLE), math.nan), 1)
 

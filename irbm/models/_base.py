@@ -350,7 +350,13 @@ class EnergyModel(nn.Module, abc.ABC):
         if torch.isnan(v).any():
             raise ValueError("visible input contains NaN")
         if binary and not ((v == 0) | (v == 1)).all():
-            raise ValueError("visible input must be binary (only 0 and 1 values)")
+            inside = bool(((v >= 0) & (v <= 1)).all())
+            raise ValueError(
+                "visible input must be binary (only 0 and 1 values); "
+                + ("binarize intensities in [0, 1] first: (v > 0.5) or torch.bernoulli(v), "
+                   "as the paper did for MNIST" if inside else
+                   f"its values span [{v.min().item():g}, {v.max().item():g}]: scale them "
+                   "into [0, 1] (0-255 pixels: divide by 255), then binarize"))
         if not binary and ((v < 0) | (v > 1)).any():
             raise ValueError("visible input must lie in [0, 1]")
         return v
