@@ -305,6 +305,32 @@ def test_pickle_and_clone(cls):
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
+def test_to_model_gives_the_fitted_model_to_the_rest_of_the_library(cls, tmp_path):
+    from sklearn.exceptions import NotFittedError
+
+    import irbm
+    with pytest.raises(NotFittedError):
+        small(cls).to_model()
+    X = binary_data()
+    estimator = small(cls, n_iter=3).fit(X)
+    model = estimator.to_model()
+    assert (model.n_visible, model.n_hidden) == (6, estimator.n_components_)
+    weights = next(t for t in model.state_dict().values() if t.dim() == 2)
+    np.testing.assert_allclose(weights.numpy(), estimator.components_)
+    # Its free energies are the estimator's (score_samples' pseudo-likelihood uses them).
+    with torch.no_grad():
+        free = model.free_energy(torch.as_tensor(X[:5], dtype=model.dtype)).double().numpy()
+    np.testing.assert_allclose(free, estimator._free_energies(estimator._float64_model(),
+                                                              X[:5]), rtol=1e-5)
+    irbm.save(model, tmp_path / "model.safetensors")
+    assert irbm.load(tmp_path / "model.safetensors").n_hidden == estimator.n_components_
+    weights.zero_()  # a copy: the estimator is untouched
+    assert np.abs(estimator.components_).sum() > 0
+    assert not np.array_equal(estimator.to_model().state_dict()[
+        next(k for k, t in model.state_dict().items() if t.dim() == 2)].numpy(), 0)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
 def test_edited_fitted_arrays_are_the_parameters_as_in_scikit_learn(cls):
     """Setting components_ or the intercepts had no effect until the estimator was pickled,
     and then it had (a user's report); scikit-learn's BernoulliRBM uses them at once. In place

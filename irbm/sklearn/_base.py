@@ -11,6 +11,7 @@ the model's parameter attributes, so that a rename in the core changes one place
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 import numbers
@@ -417,6 +418,18 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         r / (1 - r) times the z = l term, r = 2**(1 - beta).
         """
         return self._model.mean_hiddens(v)
+
+    def to_model(self):
+        """The fitted `irbm` model (an `irbm.EnergyModel`, a copy): for `irbm.save`,
+        `irbm.evaluate.bracket_nll` and the rest of the library.
+
+        Returns
+        -------
+        EnergyModel
+            n_visible = n_features_in_, n_hidden = n_components_, on the estimator's device.
+        """
+        self._check_fitted()
+        return copy.deepcopy(self._model)
 
     # ------------------------------------------------------------------ likelihoods
     def _float64_model(self):
