@@ -47,8 +47,9 @@ def run_evaluate(args):
                                     data_dir=args.data_dir, device=args.device, echo=print)
     if record is None:  # --floor-chains found no higher floor
         return None
-    print(f"  ln Z = {record['log_z']:.3f}  [{record['log_z_low']:.3f}, "
-          f"{record['log_z_high']:.3f}]  -> {run_dir / runs.EVALUATION_FILE}")
+    print(f"  ln Z = {record['log_z']:.3f}  (ln of Z-hat -/+ 3 sigma: "
+          f"[{record['log_z_low']:.3f}, {record['log_z_high']:.3f}])  -> "
+          f"{run_dir / runs.EVALUATION_FILE}")
     return record
 
 

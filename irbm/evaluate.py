@@ -752,13 +752,16 @@ def _close_level(level, levels, *, this_call, floor, free_all, free_rows) -> boo
 
 
 def _level_line(level) -> str:
-    """The line a finished level echoes: its own sides and the bracket's so far."""
+    """The line a finished level echoes: its own sides (its best AIS route, its RAISE) and the
+    bracket's so far (AIS pooled over every run of every level, the lowest RAISE not
+    refuted), which the final line repeats."""
     gap = level["raise"].get(level["raise_path"], {}).get("repeat_gap")
     return (f"  {level['n_betas']} temperatures: NLL in [{level['own_optimistic']:.2f}, "
             f"{level['own_conservative']:.2f}] (AIS {level['best_path']}, RAISE "
             f"{level['raise_path'] or 'refuted on every route'}"
-            + ("" if gap is None else f", {gap:.2f} nat short for want of chains per row")
-            + f"; {level['seconds']:.0f} s); best of all levels: "
+            + ("" if gap is None or gap < 0.005
+               else f", {gap:.2f} nat short for want of chains per row")
+            + f"; {level['seconds']:.0f} s); the bracket so far, AIS pooled over every run: "
             f"[{level['optimistic']:.2f}, {level['conservative']:.2f}]")
 
 

@@ -358,7 +358,8 @@ def test_evaluate_writes_finite_log_z_and_nll_per_split(pipeline, key):
     assert stderr == pytest.approx(record["nll"]["test"]["stderr"], rel=1e-9)
 
     printed = pipeline.outputs[key, "evaluate"].out
-    assert f"ln Z = {record['log_z']:.3f}" in printed
+    assert (f"ln Z = {record['log_z']:.3f}  (ln of Z-hat -/+ 3 sigma: "
+            f"[{record['log_z_low']:.3f}, {record['log_z_high']:.3f}])") in printed
     assert f"test  NLL = {record['nll']['test']['mean']:.3f}" in printed
 
 
