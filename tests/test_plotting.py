@@ -364,8 +364,14 @@ def test_training_curves_of_an_rbm_have_no_flat_n_hidden_panel():
                 "reconstruction_error": 1 / epoch} for epoch in range(1, 11)]
     figure = plotting.plot_training_curves(history)
     labels = [axes.get_ylabel() for axes in figure.axes]
-    assert len(figure.axes) == 2 and "n hidden" not in labels
-    assert any("constant: n hidden = 100" in text for text in all_texts(figure))
+    assert len(figure.axes) == 2 and "hidden units" not in labels
+    assert "reconstruction error" in labels
+    assert any("constant: hidden units = 100" in text for text in all_texts(figure))
+    # The AIS callback's keys say what they are.
+    history[4].update(valid_nll=30.0, log_z=12.0)
+    history[9].update(valid_nll=29.0, log_z=12.5)
+    labels = [axes.get_ylabel() for axes in plotting.plot_training_curves(history).axes]
+    assert {"validation NLL (AIS)", "ln Z (AIS)"} <= set(labels), labels
     # Constant series are still drawn when nothing else varies.
     assert len(plotting.plot_training_curves([{"epoch": 1, "n_hidden": 5}]).axes) == 1
 

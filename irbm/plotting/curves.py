@@ -134,6 +134,18 @@ def _is_number(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+# What the trainer's history keys stand for (`irbm.Trainer.epoch_metrics`, the AIS callback);
+# other keys are drawn under their own names.
+_LABELS = {"valid_nll": "validation NLL (AIS)", "log_z": "ln Z (AIS)",
+           "train_free_energy": "train free energy", "valid_free_energy": "valid free energy",
+           "reconstruction_error": "reconstruction error", "n_hidden": "hidden units",
+           "seconds": "seconds per epoch", "nll": "NLL (nats)", "free_energy": "free energy"}
+
+
+def _label(key: str) -> str:
+    return _LABELS.get(key, key.replace("_", " "))
+
+
 def _panels(keys):
     """Group metric keys into panels: free energies together, NLLs together, others alone;
     standard errors (``*_stderr``) are not drawn (on an NLL's axis they would flatten it)."""
@@ -200,9 +212,9 @@ def plot_training_curves(history, path=None, *, title=None):
             present = ~np.isnan(values)
             draw = axes.step if key == "n_hidden" else axes.plot
             extra = {"where": "post"} if key == "n_hidden" else {}
-            draw(epochs[present], values[present], label=key.replace("_", " "),
+            draw(epochs[present], values[present], label=_label(key),
                  marker="." if present.sum() <= 50 else None, **extra)
-        axes.set_ylabel(panel.replace("_", " "), fontsize=9)
+        axes.set_ylabel(_label(panel_keys[0] if len(panel_keys) == 1 else panel), fontsize=9)
         if panel == "n_hidden":
             axes.yaxis.set_major_locator(MaxNLocator(integer=True))
         axes.grid(alpha=0.3)
@@ -211,7 +223,7 @@ def plot_training_curves(history, path=None, *, title=None):
     axes_list[-1].set_xlabel("epoch")
     if constant:
         axes_list[-1].annotate(
-            "constant: " + ", ".join(f"{key.replace('_', ' ')} = "
+            "constant: " + ", ".join(f"{_label(key)} = "
                                      f"{series[key][~np.isnan(series[key])][0]:g}"
                                      for key in constant),
             xy=(0.0, 0.0), xycoords=("axes fraction", axes_list[-1].xaxis.label), xytext=(0, -4),
