@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from irbm._threads import apply_threads
+from irbm._threads import apply_threads, held_threads
 
 BUSY_LOOP = "while True: pass"
 
@@ -35,10 +35,12 @@ def threads(n: int | None, work: float | None = None):
         limit = threadpool_limits(n)
     except ImportError:
         limit = contextlib.nullcontext()
+    token = held_threads.set(True)  # the estimators measured inside keep the count
     try:
         with limit:
             yield n
     finally:
+        held_threads.reset(token)
         torch.set_num_threads(previous)
 
 

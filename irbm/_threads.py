@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import numbers
 import os
 import time
 from contextlib import contextmanager
@@ -32,7 +33,7 @@ _SAMPLE_SECONDS = 0.05
 # Whether an enclosing call already chose the threads (`using_threads`, `hold_threads`): a call
 # inside it with threads None keeps that choice instead of reading the free cores again, which
 # its own enclosing computation may be keeping busy.
-_held: ContextVar[bool] = ContextVar("irbm_threads_held", default=False)
+held_threads: ContextVar[bool] = ContextVar("irbm_threads_held", default=False)
 
 
 def _allowed_cpus() -> set[int]:
@@ -112,12 +113,14 @@ def apply_threads(n: int | None, work: float | None = None) -> int:
 
 
 def hold_threads(n: int | None, work: float | None = None) -> int:
-    """`apply_threads`, kept by every call with threads None inside the current context (the
-    command line's: `irbm.cli.main` runs each command in a context of its own); returns the
-    thread count set."""
-    n = apply_threads(n, work)
-    _held.set(True)
-    return n
+    """`apply_threads`; a given ``n`` is kept by every call with threads None inside the
+    current context (the command line's ``--threads``: `irbm.cli.main` runs each command in a
+    context of its own), while None lets each such call choose for its own product size;
+    returns the thread count set."""
+    chosen = apply_threads(n, work)
+    if n is not None:
+        held_threads.set(True)
+    return chosen
 
 
 @contextmanager
@@ -128,36 +131,50 @@ def using_threads(n: int | None = None, work: float | None = None):
     cores (a second thread on a busy core made updates 6-60x slower) without changing their
     caller's setting."""
     before = torch.get_num_threads()
-    if n is not None or not _held.get():
+    if n is not None or not held_threads.get():
         apply_threads(n, work)
-    token = _held.set(True)
+    token = held_threads.set(True)
     try:
         yield
     finally:
-        _held.reset(token)
+        held_threads.reset(token)
         torch.set_num_threads(before)
 
 
 def chooses_threads(rows=None):
-    """Decorate a function whose arguments include ``threads`` (and ``model``, when ``rows`` is
-    given) to run under `using_threads`: ``threads`` None picks them as `irbm.Trainer.fit` does,
-    for a product of ``rows(arguments)`` rows (a function of the bound arguments, by name;
-    None, or ``rows`` None: unknown, assumed large) by the model's n_visible x n_hidden."""
+    """Decorate a function whose arguments include ``threads`` and ``model`` (or, with ``rows``
+    None, only ``threads``) to run under `using_threads`.
+
+    ``threads`` None picks them as `irbm.Trainer.fit` does for a product of ``rows(arguments)``
+    rows (a function of the bound arguments, by name) by the model's n_visible x n_hidden: one
+    thread for a small product, else the free cores. With ``rows`` None (a workflow whose model
+    is not an argument), threads None leaves the choice to the estimators it calls. A model
+    off the CPU runs as it is (torch's CPU threads do not drive it).
+    """
     def decorate(function):
         signature = inspect.signature(function)
 
         @functools.wraps(function)
         def threaded(*args, **kwargs):
-            arguments = signature.bind(*args, **kwargs)
-            arguments.apply_defaults()
-            named = arguments.arguments
             try:
-                count = None if rows is None else rows(named)
-            except (TypeError, ValueError):  # a bad argument: the function's check names it
-                count = None
-            work = None if count is None else (
-                count * named["model"].n_visible * max(named["model"].n_hidden, 1))
-            with using_threads(named["threads"], work):
+                bound = signature.bind(*args, **kwargs)
+            except TypeError:  # Python's own message, naming the function
+                return function(*args, **kwargs)
+            bound.apply_defaults()
+            named = bound.arguments
+            threads = named.get("threads")
+            model = named.get("model")
+            if threads is None and (rows is None or getattr(
+                    getattr(model, "device", None), "type", "cpu") != "cpu"):
+                return function(*args, **kwargs)
+            try:
+                count = rows(named) if rows is not None else None
+                work = (count * model.n_visible * max(model.n_hidden, 1)
+                        if isinstance(count, numbers.Real) and not isinstance(count, bool)
+                        else None)
+            except Exception:  # a bad argument: the function's own check names it
+                work = None
+            with using_threads(threads, work):
                 return function(*args, **kwargs)
         return threaded
     return decorate

@@ -15,6 +15,8 @@ import os
 import re
 import sys
 
+import torch
+
 from . import __version__, commands
 from .bracket import RAISE_REPEATS, SCHEDULES, BracketUnfinished
 from .checkpoint import TRAINER_FILE
@@ -356,9 +358,11 @@ def main(argv=None) -> int:
         print(f"irbm: error: {problem}", file=sys.stderr)
         return 2
     handler = getattr(commands, f"run_{args.command}")
+    threads = torch.get_num_threads()
     try:
         # A context of its own: the threads a command holds (`irbm._threads.hold_threads`)
-        # end with it, where main is called in-process (tests, a notebook).
+        # end with it, where main is called in-process (tests, a notebook), and so does
+        # torch's setting (finally, below).
         contextvars.copy_context().run(handler, args)
     except KeyboardInterrupt:
         left = _INTERRUPTED.get(args.command, "nothing was recorded")
@@ -375,6 +379,8 @@ def main(argv=None) -> int:
         message = str(error) if not isinstance(error, KeyError) else f"missing {error}"
         print(f"irbm: error: {message}".splitlines()[0], file=sys.stderr)
         return 2
+    finally:
+        torch.set_num_threads(threads)
     return 0
 
 

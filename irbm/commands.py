@@ -1,5 +1,5 @@
 """What each `irbm` subcommand does with its parsed arguments: combine the settings, set the
-threads (held for the command: the library's calls inside it keep them), call
+threads (a given --threads held for the command: the library's calls inside it keep it), call
 `irbm.workflows` and print the outcome. `cli.py` parses; this module never imports it."""
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from ._threads import hold_threads, using_threads
 from .settings import Settings
 from .workflows import evaluate_run, plot_run, report_runs, train_run
 
@@ -104,8 +105,8 @@ def _run_side_by_side(jobs, processes: int, say) -> None:
         others = " and ".join(job[0] for job in jobs[:-1])
         say(f"\n{others} in {len(workers)} worker process{'es' if len(workers) > 1 else ''} "
             f"beside {jobs[-1][0]} here, one thread each; their messages follow {jobs[-1][0]}'s")
-        torch.set_num_threads(1)
-        _run_model(*jobs[-1], say=say)
+        with using_threads(1):  # held: the estimators inside keep it
+            _run_model(*jobs[-1], say=say)
         for worker, receiver, n_models in workers:
             for _ in range(n_models):
                 _say_block(worker, receiver, say)
@@ -138,7 +139,7 @@ def _worker(jobs, sender) -> None:
     process, which stops the worker."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit)  # the main process's stop: exit as Python does
-    torch.set_num_threads(1)
+    hold_threads(1)
     for job in jobs:
         lines = []
         try:

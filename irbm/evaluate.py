@@ -436,7 +436,7 @@ def describe_bdmc(check: dict) -> str:
 REVERSE_PILOT_ROWS = 32  # reverse chains of the pilot that tunes RAISE's schedule
 
 
-@chooses_threads(lambda a: min(int(a["n_chains"]), 1000))
+@chooses_threads(lambda a: min(int(a["n_chains"]), CPU_CHAIN_BATCH))
 def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                 max_seconds=None, seed=None, n_chains: int = BRACKET_CHAINS,
                 n_betas: int = 1000, paths=None, bases=None, trajectory=None,

@@ -254,7 +254,7 @@ def run_trial(mapping: dict, trial_dir, evaluation: dict, *, threads: int = 1,
             workflows.evaluate_run(trial_dir, n_chains=evaluation["chains"],
                                    n_betas=evaluation["betas"], seed=evaluation["seed"],
                                    data_dir=data_dir, device=device, progress=False,
-                                   echo=logger.debug)
+                                   echo=logger.debug, threads=threads)
     except Exception as error:  # noqa: BLE001 -- any failure of a trial is recorded, not fatal
         trial_dir.mkdir(parents=True, exist_ok=True)
         (trial_dir / sweep_table.ERROR_FILE).write_text(traceback.format_exc())

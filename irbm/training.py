@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from . import checkpoint as ckpt
 from ._io import atomic_write
-from ._threads import apply_threads
+from ._threads import apply_threads, held_threads
 from .ais import batch_seed
 from .kernels import PhiloxGenerator
 from .models import EnergyModel
@@ -444,9 +444,12 @@ class Trainer:
                           f"{epochs} counts them in total: nothing to train (pass "
                           f"epochs={self.epoch + epochs} for {epochs} more)", stacklevel=2)
         before = torch.get_num_threads()
+        # The callbacks' estimators (validation AIS) keep each epoch's choice of threads.
+        token = held_threads.set(True)
         try:
             return self._fit(train, epochs, valid, callbacks, threads)
         finally:
+            held_threads.reset(token)
             torch.set_num_threads(before)
             self._trained_here = True
 

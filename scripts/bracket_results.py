@@ -24,7 +24,7 @@ from pathlib import Path
 from paper_results import PAPER, command_of
 
 from irbm import runs, workflows
-from irbm._threads import apply_threads
+from irbm._threads import hold_threads
 from irbm.bracket import BracketUnfinished, rejudge
 from irbm.evaluate import bracket_nll
 
@@ -235,7 +235,7 @@ def main(argv=None) -> int:
     if args.raise_repeats is not None and args.raise_repeats < 1:
         parser.error(f"--raise-repeats must be >= 1 (reverse chains per row), got "
                      f"{args.raise_repeats}")
-    apply_threads(args.threads)
+    hold_threads(args.threads)
     for model_dir in args.models:
         runs.require_run(model_dir)
         if args.evaluate and latest_bracket(model_dir) is None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 import irbm
+from irbm._threads import hold_threads
 from irbm.datasets import load_dataset
 from irbm.plotting import plot_filters, plot_p_z_given_v, plot_samples, plot_size_history
 from irbm.sampling import sample
@@ -26,7 +27,7 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=10000)
     parser.add_argument("--data-dir", default=None)
     args = parser.parse_args(argv)
-    torch.set_num_threads(1)
+    hold_threads(1)
     data = load_dataset("caltech101", data_dir=args.data_dir)
     model = irbm.load(args.run / "model.safetensors")
     args.out.mkdir(parents=True, exist_ok=True)

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from trajectory_figure import snapshot_log_z  # noqa: E402
 
 from irbm import runs  # noqa: E402
-from irbm._threads import apply_threads  # noqa: E402
+from irbm._threads import hold_threads  # noqa: E402
 from irbm.evaluate import free_energies  # noqa: E402
 from irbm.training import Trainer  # noqa: E402
 
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
                         "minibatch repeated to its size (each from the same state, in a copy)")
     args = parser.parse_args(argv)
     marks = sorted({int(mark) for mark in args.updates.split(",")})
-    apply_threads(args.threads)
+    hold_threads(args.threads)
     if runs.read_settings(args.run).random_permutation:
         parser.error(f"{args.run} permutes its hidden units before every update "
                      "(--random-permutation), a callback this replay does not run: its epoch "

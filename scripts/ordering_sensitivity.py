@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 import irbm
+from irbm._threads import hold_threads
 from irbm.datasets import load_dataset
 from irbm.evaluate import ais_nll, free_energies
 from irbm.strategies import _target_count
@@ -107,7 +108,7 @@ def main(argv=None) -> int:
     for snapshot in args.snapshots:
         if not (snapshot / "history.json").is_file():
             parser.error(f"{snapshot} is not a run directory or snapshot (no history.json)")
-    torch.set_num_threads(1)
+    hold_threads(1)
     dataset = load_dataset(args.dataset, data_dir=args.data_dir)
     rows = [evaluate(snapshot, dataset, args) for snapshot in args.snapshots]
     args.out.parent.mkdir(parents=True, exist_ok=True)

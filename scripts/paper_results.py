@@ -39,6 +39,7 @@ import torch
 
 import irbm
 from irbm import evaluate
+from irbm._threads import hold_threads
 from irbm.datasets import load_dataset
 from irbm.settings import GROWTH_SETTINGS, PROFILES, SPECS
 
@@ -370,7 +371,7 @@ def main(argv=None) -> int:
         return rewrite_commands(args.out, args.dataset)
     if args.summary_by:
         summary_keys(args.summary_by)  # a typo fails now, not after the evaluations
-    torch.set_num_threads(args.threads)
+    hold_threads(args.threads)
     global DEVICE
     DEVICE = args.device
     dataset = load_dataset(args.dataset, data_dir=args.data_dir)

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from irbm import runs
-from irbm._threads import apply_threads
+from irbm._threads import hold_threads
 from irbm.evaluate import raise_nll
 
 
@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if min(args.repeats) < 1 or args.rows < 2 or args.temperatures < 2:
         parser.error("--repeats must be >= 1, --rows and --temperatures >= 2")
-    apply_threads(args.threads)
+    hold_threads(args.threads)
     model = runs.load_run_model(args.model, which="latest")
     model.check_ais_path(args.path)
     dtype = torch.float64 if args.float64 else model.dtype

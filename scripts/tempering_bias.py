@@ -25,7 +25,7 @@ import torch
 
 from irbm import runs
 from irbm._io import atomic_write
-from irbm._threads import apply_threads
+from irbm._threads import hold_threads
 from irbm.tempering import estimate_log_partition_tempering
 
 
@@ -41,7 +41,7 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("results/caltech101_tempering_bias"))
     args = parser.parse_args(argv)
-    apply_threads(args.threads)
+    hold_threads(args.threads)
     settings = []
     for text in args.settings:
         temperatures, _, sweeps = text.partition("x")

@@ -33,7 +33,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 from irbm import runs  # noqa: E402
-from irbm._threads import apply_threads  # noqa: E402
+from irbm._threads import hold_threads  # noqa: E402
 from irbm.ais import estimate_log_partition, tuned_betas  # noqa: E402
 from irbm.evaluate import free_energies  # noqa: E402
 
@@ -137,7 +137,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.every < 1:
         parser.error(f"--every must be at least 1, got {args.every}")
-    apply_threads(args.threads)
+    hold_threads(args.threads)
     cache_path = args.out.with_suffix(".json")
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     figure, (size_axes, nll_axes) = plt.subplots(2, 1, figsize=(9, 10), sharex=True)

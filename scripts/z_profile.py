@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from irbm import checkpoint, runs
-from irbm._threads import apply_threads
+from irbm._threads import hold_threads
 from irbm.ais import estimate_log_partition
 from irbm.evaluate import free_energies, raise_nll
 
@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--data-dir", default=None)
     args = parser.parse_args(argv)
-    apply_threads(args.threads)
+    hold_threads(args.threads)
     model = checkpoint.load(args.model)
     if not getattr(model, "has_z", False):
         raise SystemExit(f"{args.model} holds a {model.display_name}, which has no z")

@@ -96,6 +96,11 @@ def shared_data_dir() -> Path:
 
 @pytest.fixture(autouse=True)
 def _few_threads():
-    # Test models are tiny: a second thread only waits for a time slice on a busy machine,
-    # which made small matrix products 100x slower there.
+    # Test models are small: a second thread only waits for a time slice on a busy machine,
+    # which made small matrix products 100x slower there. Held, so that the estimators keep
+    # it rather than choose for themselves (tests/test_threads.py lifts the hold).
+    from irbm._threads import held_threads
     torch.set_num_threads(1)
+    token = held_threads.set(True)
+    yield
+    held_threads.reset(token)

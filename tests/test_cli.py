@@ -398,7 +398,9 @@ def test_plot_draws_every_figure_and_none_is_blank(pipeline, key):
     run_dir = pipeline_run(pipeline, key)
     figures = run_dir / "figures"
     assert {p.stem for p in figures.glob("*.png")} == FIGURES[family]
-    printed = pipeline.outputs[key, "plot"].out.split()
+    heading, *printed = pipeline.outputs[key, "plot"].out.splitlines()
+    assert re.fullmatch(r"figures of (best|model)\.safetensors \(epoch \d+, \d+ hidden units\)",
+                        heading), heading
     assert sorted(printed) == sorted(str(figures / f"{name}.png") for name in FIGURES[family])
     for path in figures.glob("*.png"):
         assert_non_trivial_png(path)

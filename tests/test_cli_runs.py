@@ -590,9 +590,12 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
     out = capsys.readouterr().out
     assert f"continuing {len(stored['bracket']['levels'])} stored levels" in out
     # Four reverse chains per row by default: each level says the gap they leave.
-    assert "nat short for want of chains per row" in out
     records = evaluations(run_dir)
     continued = records[-1]
+    for level in continued["bracket"]["levels"][len(stored["bracket"]["levels"]):]:
+        gap = level["raise"].get(level["raise_path"], {}).get("repeat_gap")
+        if gap is not None:  # four reverse chains per row: shown from 0.005 nat up
+            assert (f"{gap:.2f} nat short for want of chains per row" in out) == (gap >= 0.005)
     assert records[continued["continues"]] == checked
     old, new = stored["bracket"], continued["bracket"]
     assert new["cross_check"] is None  # no --tempering this time

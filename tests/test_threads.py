@@ -49,7 +49,9 @@ def free_cores_three(monkeypatch):
     monkeypatch.setattr(_threads, "_last_reading", (-float("inf"), 1))
     previous = torch.get_num_threads()
     torch.set_num_threads(2)  # the caller's own setting, which every call must give back
+    token = _threads.held_threads.set(False)  # the suite's hold (conftest) lifted
     yield
+    _threads.held_threads.reset(token)
     torch.set_num_threads(previous)
 
 
@@ -165,11 +167,44 @@ def test_the_estimators_of_ln_z_run_on_the_policys_threads_and_give_the_callers_
     sample(model, 40, 2, seed=0, threads=1)
     assert set(seen) == {1} and torch.get_num_threads() == 2
     seen.clear()
-    # Inside the bracket its AIS and RAISE runs keep the bracket's choice (free cores read once).
-    monkeypatch.setattr(_threads, "free_cores", lambda *args, **kwargs: pytest.fail("re-read"))
     bracket_nll(model, rows, base_data=None, rows=20, n_chains=40, n_betas=10, seed=0,
-                max_betas=10, threads=2)
-    assert seen and set(seen) == {2} and torch.get_num_threads() == 2
+                max_betas=10, threads=4)
+    assert seen and set(seen) == {4} and torch.get_num_threads() == 2
+    # Inside the bracket its AIS and RAISE runs keep the bracket's choice: the free cores are
+    # read once (for a large product), not again by each run while the bracket's threads
+    # might be the ones keeping them busy.
+    readings = []
+    monkeypatch.setattr(_threads, "_FREE_CORES_KEPT", 0.0)
+    monkeypatch.setattr(_threads, "free_cores", lambda *args, **kwargs: readings.append(1) or 3)
+    seen.clear()
+    bracket_nll(model, rows, base_data=None, rows=20, n_chains=40, n_betas=10, seed=0,
+                max_betas=10)
+    assert set(seen) == {expected} and len(readings) == (expected > 1)
+
+
+def test_an_evaluation_inside_a_fit_keeps_the_fits_threads(free_cores_three):
+    """The validation AIS of a callback runs on the epoch's threads, not the policy's."""
+    from irbm import RBM, Trainer
+    from irbm.ais import estimate_log_partition
+    data = (torch.rand(64, 784, generator=torch.Generator().manual_seed(0)) < 0.3).float()
+    trainer = Trainer(RBM(784, 400, generator=torch.Generator().manual_seed(0)), cd_k=1,
+                      batch_size=32, seed=0, progress=False)
+    seen = []
+
+    def validate(trainer, metrics):
+        result = estimate_log_partition(trainer.model, 40, 5, data=data, seed=0, progress=False)
+        seen.append((torch.get_num_threads(), result.n_chains))
+    _spy = _threads.using_threads
+
+    @__import__("contextlib").contextmanager
+    def spy(n=None, work=None):
+        with _spy(n, work):
+            seen.append(torch.get_num_threads())
+            yield
+    import unittest.mock
+    with unittest.mock.patch.object(_threads, "using_threads", spy):
+        trainer.fit(data, 1, threads=1, callbacks=[validate])
+    assert seen == [1, (1, 40)] and torch.get_num_threads() == 2
 
 
 def test_a_call_with_threads_none_inside_a_choice_keeps_it(free_cores_three):
@@ -205,6 +240,15 @@ def test_the_command_line_holds_its_threads_for_the_library_calls_and_only_for_t
                          "--betas", 20, "--threads", 1)
         assert result.code == 0, result.err
     assert seen and set(seen) == {1}, seen
-    assert not _threads._held.get()
+    assert not _threads.held_threads.get() and torch.get_num_threads() == 2
     with _threads.using_threads(None, work=1e12):
         assert torch.get_num_threads() == 3
+    # Without --threads the command sets the free cores for its own work, and each estimator
+    # still picks for its product: one thread for this small model.
+    seen.clear()
+    with unittest.mock.patch.object(_threads, "using_threads", spy):
+        result = run_cli("evaluate", tmp_path / "run", "--latest", "--chains", 20,
+                         "--betas", 20)
+        assert result.code == 0, result.err
+    assert seen and set(seen) == {1}, seen
+    assert torch.get_num_threads() == 2
