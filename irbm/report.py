@@ -164,14 +164,16 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
         f", ESS {ess:.0f}" if ess is not None else "")
     # Records made before paths existed used the linear path.
     ais += ", " + record.get("path", "linear").split(":")[0] + " path"
+    bracket = _latest_bracket(run_dir, record, others)
     if record.get("warnings"):
-        ais += " (unreliable)"
+        # A certified bracket judged its own AIS runs: the point estimate's flag is its alone.
+        ais += (" (unreliable alone; the bracket below is certified)"
+                if bracket is not None and bracket["certified"] else " (unreliable)")
     if others:
         ais += "; the highest ln Z of " + str(len(others) + 1) + " evaluations (" + ", ".join(
             f"{_number(r['log_z'])} {r.get('path', 'linear').split(':')[0]}" for r in others) \
             + " also ran; ln Z and the NLL pool them all)"
     upper = record.get("raise")
-    bracket = _latest_bracket(run_dir, record, others)
     return {
         "run": str(run_dir), "dataset": dataset_name(record.get("dataset", "")),
         "data_sha256": runs.recorded_data(run_dir).get("sha256"),

@@ -846,3 +846,26 @@ def test_sample_and_plot_take_the_latest_model_when_told_and_say_which_they_used
     plotted = run_cli("plot", run, "--latest")
     assert "not the run's latest model (model.safetensors)" in plotted.out, plotted.out
     assert "irbm sample " + str(run) + " --latest` again" in plotted.out
+
+
+def test_a_flagged_ais_point_beside_a_certified_bracket_says_whose_flag_it_is(run_dir):
+    """A user read "(unreliable)" beside "certified" in one row as a contradiction: the flag is
+    the point estimate's alone when the bracket, which judged its own runs, is certified."""
+    from irbm.report import run_row
+    column = "AIS (base, chains x temperatures, ESS, path)"
+    path = run_dir / "evaluation.json"
+    stored = json.loads(path.read_text())
+    record = stored["evaluations"][-1]
+    record["warnings"] = ["effective sample size 2.0 of 10 chains"]
+    path.write_text(json.dumps(stored))
+    assert run_row(run_dir)[column].endswith(" path (unreliable)")
+    record["bracket"] = {"optimistic": 30.0, "conservative": 30.5, "width": 0.5,
+                         "certified": True, "reasons": [], "conservative_stderr": 0.1,
+                         "n_rows": 50}
+    path.write_text(json.dumps(stored))
+    row = run_row(run_dir)
+    assert row[column].endswith(" path (unreliable alone; the bracket below is certified)")
+    assert row["RAISE test NLL"] == "30.50 +/- 0.10 (50 rows, bracket)"
+    record["bracket"].update(certified=False, reasons=["not converged"])
+    path.write_text(json.dumps(stored))
+    assert run_row(run_dir)[column].endswith(" path (unreliable)")
