@@ -113,9 +113,14 @@ class Bracket:
         The width is within the tolerance, neither side moved at the last doubling by more than
         0.2 nat or two standard errors (whichever is larger; the conservative side judged on
         its route, the optimistic side's pool with its route weights held fixed, as the
-        re-weighting of the routes is no trend: `same_weights_move`), the sides do not cross
-        beyond their noise and the conservative side's standard error is within a quarter of
-        the tolerance.
+        re-weighting of the routes is no trend: `same_weights_move`), no AIS route rose at
+        the last doubling by more than that (`rising_routes`: another such rise would lift the
+        pool), the pooled AIS estimate does not lie below the certain floor (`floor_gap`: the
+        annealing misses mass), the sides do not cross beyond their noise, the conservative
+        side's standard error is within a quarter of the tolerance, and a tempering
+        cross-check, when run, does not refute it. Certified means converged within the
+        tolerance by these checks: both sides stay stochastic bounds, not guarantees (AIS is a
+        lower bound of ln Z in probability, RAISE bounds the NLL of its own annealing model).
     reasons : list of str
         Plain sentences, one per failed condition (empty when certified).
     optimistic_rows, conservative_rows : float
@@ -132,10 +137,13 @@ class Bracket:
     seconds : float
     tolerance : float
     levels : list of dict
-        One record per number of temperatures tried: per path, AIS ln Z and its effective sample
-        size, RAISE's conservative NLL; the level's own sides (``own_optimistic``,
-        ``own_conservative``) and the best of all levels so far (``optimistic``,
-        ``conservative``); the level's seconds.
+        One record per number of temperatures tried: per route ("path, base"), AIS ln Z and
+        its effective sample size (``ais``) and RAISE's conservative NLL (``raise``); the
+        level's own sides (``own_optimistic``: its best AIS route, ``own_conservative``) and
+        the bracket's so far (``optimistic``: the AIS estimates of every route and level
+        pooled, or the floor, ``conservative``: the lowest RAISE route not refuted, with
+        ``conservative_stderr``); ``log_z``, the pooled ln Z; ``refuted`` and
+        ``refuted_by_check``, the RAISE routes left out and why; the level's ``seconds``.
     ais : AISResult or None
         The AIS run behind the optimistic side (per-chain weights, samples, diagnostics).
     bases, paths : tuple of str

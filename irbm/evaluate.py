@@ -12,7 +12,7 @@ import copy
 import math
 import numbers
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from tqdm.auto import tqdm
@@ -185,7 +185,7 @@ class RAISEEstimate:
 
     mean: float
     stderr: float
-    log_likelihoods: torch.Tensor
+    log_likelihoods: torch.Tensor = field(repr=False)  # one per row: too long to print
     n_betas: int
     n_repeats: int
     base: str

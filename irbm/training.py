@@ -432,11 +432,24 @@ class Trainer:
             Epochs in total, not more epochs: a trainer that has already trained there in
             this process warns and does nothing.
         valid : Tensor or ndarray (M, n_visible), optional
+            Its mean free energy is recorded every epoch ("valid_free_energy"); its NLL needs
+            ln Z, which `irbm.runs.ValidateWithAIS` (a callback) estimates.
         callbacks : iterable of Callback or callables ``f(trainer, metrics)``
         threads : int, optional
             torch's CPU threads while it trains (default: as ``irbm train``, one for a small
             model, else the free cores, chosen again every epoch as a model grows;
-            `irbm._threads.default_threads`); torch's own setting is restored after.
+            `irbm._threads.default_threads`); torch's own setting is restored after, and the
+            callbacks' estimators keep each epoch's choice.
+
+        Returns
+        -------
+        list of dict
+            One per epoch: "epoch", "n_hidden", "reconstruction_error" (squared error of the
+            mean reconstruction, summed over the visible units, averaged over the first
+            training rows), "train_free_energy" (mean F(v) of those rows, nats),
+            "valid_free_energy" (with ``valid``), "seconds" (the epoch's wall time) and
+            "threads"; callbacks may add theirs (`ValidateWithAIS`: "valid_nll",
+            "valid_nll_stderr", "log_z").
         """
         epochs = _count(epochs, "epochs", minimum=0)
         if getattr(self, "_trained_here", False) and 0 < epochs <= self.epoch:
