@@ -361,6 +361,9 @@ def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, 
     # The test NLL of the record is the optimistic side: the same ln Z on the same rows.
     assert record["nll"]["test"]["mean"] == pytest.approx(bracket["optimistic"], abs=1e-6)
     assert ("certified" if bracket["certified"] else "NOT certified") in printed
+    # The test set's own spread, the paper's +/-, beside the bracket.
+    assert f"the test rows' own standard error: {record['nll']['test']['stderr']:.2f} nats" \
+        in printed
     for level in bracket["levels"]:  # each level's line ends with the bracket so far
         assert (f"{level['n_betas']} temperatures: NLL in [{level['own_optimistic']:.2f}, "
                 f"{level['own_conservative']:.2f}]") in printed
