@@ -527,6 +527,13 @@ class ValidateWithAIS(Callback):
         self.n_chains, self.n_betas, self.seed, self.echo = n_chains, n_betas, seed, echo
         self.path = self.run_dir / VALIDATION_FILE
 
+    @property
+    def best(self) -> dict | None:
+        """The record of the model kept as best (``validation.json``'s lowest "valid_nll":
+        "epoch", "n_hidden", "log_z", "valid_nll", "valid_nll_stderr", "effective_sample_size"
+        ...), None before the first validation."""
+        return min(read_json(self.path, default=[]), key=lambda r: r["valid_nll"], default=None)
+
     def on_fit_start(self, trainer):
         # After a crash between this record and the epoch's checkpoint, the resumed run repeats
         # the epoch: drop the records it will write again.
@@ -548,7 +555,10 @@ class ValidateWithAIS(Callback):
         records = read_json(self.path, default=[])
         record = {"epoch": trainer.epoch, "n_hidden": model.n_hidden, "log_z": result.log_z,
                   "log_z_low": result.log_z_low, "log_z_high": result.log_z_high,
-                  "valid_nll": mean, "valid_nll_stderr": stderr}
+                  "valid_nll": mean, "valid_nll_stderr": stderr,
+                  # How far to trust the selection: a few effective chains favour a low ln Z.
+                  "effective_sample_size": result.effective_sample_size,
+                  "n_chains": self.n_chains}
         best = min((r["valid_nll"] for r in records), default=float("inf"))
         records.append(record)
         write_json(self.path, records)

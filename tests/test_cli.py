@@ -176,7 +176,12 @@ def test_train_writes_a_run_directory(pipeline, key):
         validation = json.loads((run_dir / "validation.json").read_text())
         assert [v["epoch"] for v in validation] == [1, 2]
         assert all(math.isfinite(v["valid_nll"]) for v in validation)
+        assert all(0 < v["effective_sample_size"] <= v["n_chains"] for v in validation)
         assert (run_dir / "best.safetensors").is_file()
+        from irbm.runs import ValidateWithAIS
+        best = ValidateWithAIS(run_dir, None, 1).best
+        assert best == min(validation, key=lambda v: v["valid_nll"])
+        assert read_checkpoint(run_dir / "best.safetensors")[1]["epoch"] == best["epoch"]
         assert history[-1]["n_hidden"] == model.n_hidden > 16  # grew from 16 units
     else:
         assert not (run_dir / "best.safetensors").exists()
