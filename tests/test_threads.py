@@ -1,5 +1,6 @@
 """The thread policy: small problems get one thread, never more than the allowed cores."""
 
+import contextlib
 import os
 
 import numpy as np
@@ -53,6 +54,21 @@ def free_cores_three(monkeypatch):
     yield
     _threads.held_threads.reset(token)
     torch.set_num_threads(previous)
+
+
+@pytest.fixture
+def choices(monkeypatch):
+    """torch's threads inside each `using_threads` block, in order (its other contents are
+    appended by the tests)."""
+    seen, original = [], _threads.using_threads
+
+    @contextlib.contextmanager
+    def spy(n=None, work=None):
+        with original(n, work):
+            seen.append(torch.get_num_threads())
+            yield
+    monkeypatch.setattr(_threads, "using_threads", spy)
+    return seen
 
 
 @pytest.mark.parametrize("n_hidden, expected", [(4, 1), (400, 3)])
@@ -182,29 +198,19 @@ def test_the_estimators_of_ln_z_run_on_the_policys_threads_and_give_the_callers_
     assert set(seen) == {expected} and len(readings) == (expected > 1)
 
 
-def test_an_evaluation_inside_a_fit_keeps_the_fits_threads(free_cores_three):
+def test_an_evaluation_inside_a_fit_keeps_the_fits_threads(free_cores_three, choices):
     """The validation AIS of a callback runs on the epoch's threads, not the policy's."""
     from irbm import RBM, Trainer
     from irbm.ais import estimate_log_partition
     data = (torch.rand(64, 784, generator=torch.Generator().manual_seed(0)) < 0.3).float()
     trainer = Trainer(RBM(784, 400, generator=torch.Generator().manual_seed(0)), cd_k=1,
                       batch_size=32, seed=0, progress=False)
-    seen = []
 
     def validate(trainer, metrics):
         result = estimate_log_partition(trainer.model, 40, 5, data=data, seed=0, progress=False)
-        seen.append((torch.get_num_threads(), result.n_chains))
-    _spy = _threads.using_threads
-
-    @__import__("contextlib").contextmanager
-    def spy(n=None, work=None):
-        with _spy(n, work):
-            seen.append(torch.get_num_threads())
-            yield
-    import unittest.mock
-    with unittest.mock.patch.object(_threads, "using_threads", spy):
-        trainer.fit(data, 1, threads=1, callbacks=[validate])
-    assert seen == [1, (1, 40)] and torch.get_num_threads() == 2
+        choices.append((torch.get_num_threads(), result.n_chains))
+    trainer.fit(data, 1, threads=1, callbacks=[validate])
+    assert choices == [1, (1, 40)] and torch.get_num_threads() == 2
 
 
 def test_a_call_with_threads_none_inside_a_choice_keeps_it(free_cores_three):
@@ -220,35 +226,23 @@ def test_a_call_with_threads_none_inside_a_choice_keeps_it(free_cores_three):
 
 
 def test_the_command_line_holds_its_threads_for_the_library_calls_and_only_for_them(
-        free_cores_three, tmp_path):
+        free_cores_three, tmp_path, choices):
     """`irbm evaluate --threads 1`: the estimators inside keep the one thread; after the command
-    (run in-process), a library call picks for itself again."""
+    (run in-process), torch's setting is the caller's and a library call picks for itself."""
     from _cli_helpers import run_cli
-    seen = []
-    original = _threads.using_threads
-
-    @__import__("contextlib").contextmanager
-    def spy(n=None, work=None):
-        with original(n, work):
-            seen.append(torch.get_num_threads())
-            yield
-    import unittest.mock
-    with unittest.mock.patch.object(_threads, "using_threads", spy):
-        assert run_cli("train", "rbm", "digits", "--n-hidden", 4, "--epochs", 1,
-                       "--out", tmp_path / "run", "--quiet").code == 0
-        result = run_cli("evaluate", tmp_path / "run", "--latest", "--chains", 20,
-                         "--betas", 20, "--threads", 1)
-        assert result.code == 0, result.err
-    assert seen and set(seen) == {1}, seen
+    assert run_cli("train", "rbm", "digits", "--n-hidden", 4, "--epochs", 1,
+                   "--out", tmp_path / "run", "--quiet").code == 0
+    evaluate = ["evaluate", tmp_path / "run", "--latest", "--chains", 20, "--betas", 20]
+    result = run_cli(*evaluate, "--threads", 1)
+    assert result.code == 0, result.err
+    assert choices and set(choices) == {1}, choices
     assert not _threads.held_threads.get() and torch.get_num_threads() == 2
     with _threads.using_threads(None, work=1e12):
         assert torch.get_num_threads() == 3
     # Without --threads the command sets the free cores for its own work, and each estimator
     # still picks for its product: one thread for this small model.
-    seen.clear()
-    with unittest.mock.patch.object(_threads, "using_threads", spy):
-        result = run_cli("evaluate", tmp_path / "run", "--latest", "--chains", 20,
-                         "--betas", 20)
-        assert result.code == 0, result.err
-    assert seen and set(seen) == {1}, seen
+    choices.clear()
+    result = run_cli(*evaluate)
+    assert result.code == 0, result.err
+    assert choices and set(choices) == {1}, choices
     assert torch.get_num_threads() == 2
