@@ -438,8 +438,9 @@ class Trainer:
         threads : int, optional
             torch's CPU threads while it trains (default: as ``irbm train``, one for a small
             model, else the free cores, chosen again every epoch as a model grows;
-            `irbm._threads.default_threads`); torch's own setting is restored after, and the
-            callbacks' estimators keep each epoch's choice.
+            `irbm._threads.default_threads`; inside an enclosing choice, such as a command's
+            ``--threads`` or `irbm._threads.hold_threads`, that choice); torch's own setting is
+            restored after, and the callbacks' estimators keep each epoch's choice.
 
         Returns
         -------
@@ -457,16 +458,19 @@ class Trainer:
                           f"{epochs} counts them in total: nothing to train (pass "
                           f"epochs={self.epoch + epochs} for {epochs} more)", stacklevel=2)
         before = torch.get_num_threads()
+        # threads None inside an enclosing choice (`irbm._threads.hold_threads`, a command's
+        # --threads, the demo's one thread per worker): keep it rather than read the free cores.
+        keep_enclosing = threads is None and held_threads.get()
         # The callbacks' estimators (validation AIS) keep each epoch's choice of threads.
         token = held_threads.set(True)
         try:
-            return self._fit(train, epochs, valid, callbacks, threads)
+            return self._fit(train, epochs, valid, callbacks, threads, keep_enclosing)
         finally:
             held_threads.reset(token)
             torch.set_num_threads(before)
             self._trained_here = True
 
-    def _fit(self, train, epochs, valid, callbacks, threads) -> list[dict]:
+    def _fit(self, train, epochs, valid, callbacks, threads, keep_enclosing) -> list[dict]:
         train = self._as_data(train)
         valid = None if valid is None else self._as_data(valid)
         callbacks = [c if isinstance(c, Callback) else _FunctionCallback(c) for c in callbacks]
@@ -480,9 +484,9 @@ class Trainer:
         bar = tqdm(total=epochs, initial=self.epoch, disable=not self.progress, unit="epoch",
                    dynamic_ncols=True)
         while self.epoch < epochs and not self.stop_training:
-            # Every epoch: a growing model's products outgrow one thread.
-            apply_threads(threads, self.config.batch_size * self.model.n_visible
-                          * max(self.model.n_hidden, 1))
+            if not keep_enclosing:  # every epoch: a growing model's products outgrow one thread
+                apply_threads(threads, self.config.batch_size * self.model.n_visible
+                              * max(self.model.n_hidden, 1))
             start = time.perf_counter()
             order = torch.randperm(train.shape[0], generator=self.order_generator) \
                 if self.config.shuffle else None

@@ -112,7 +112,7 @@ def test_the_estimators_fit_on_the_policys_threads_and_give_the_callers_back(
     assert set(seen) == {expected} and torch.get_num_threads() == 2
 
 
-def test_fit_chooses_threads_again_every_epoch_as_the_model_grows(monkeypatch):
+def test_fit_chooses_threads_again_every_epoch_as_the_model_grows(monkeypatch, free_cores_three):
     """An iRBM starts with one unit: the threads are chosen for its size at every epoch, not
     once for the size it started with."""
     import irbm.training as training
@@ -211,6 +211,22 @@ def test_an_evaluation_inside_a_fit_keeps_the_fits_threads(free_cores_three, cho
         choices.append((torch.get_num_threads(), result.n_chains))
     trainer.fit(data, 1, threads=1, callbacks=[validate])
     assert choices == [1, (1, 40)] and torch.get_num_threads() == 2
+
+
+def test_a_fit_inside_a_held_choice_keeps_it_every_epoch(free_cores_three):
+    """`irbm demo`'s workers and a command given --threads 1 hold one thread: a fit inside with
+    threads None trains every epoch on it (the policy would pick 3 for 400 units), an explicit
+    count still applies, and the held setting is torch's again after."""
+    from irbm import RBM, Trainer
+    data = (torch.rand(64, 784, generator=torch.Generator().manual_seed(0)) < 0.3).float()
+    trainer = Trainer(RBM(784, 400, generator=torch.Generator().manual_seed(0)), cd_k=1,
+                      batch_size=32, seed=0, progress=False)
+    with _threads.using_threads(1):
+        trainer.fit(data, 2)
+        assert torch.get_num_threads() == 1
+        trainer.fit(data, 3, threads=3)
+        assert torch.get_num_threads() == 1
+    assert [row["threads"] for row in trainer.history] == [1, 1, 3]
 
 
 def test_a_call_with_threads_none_inside_a_choice_keeps_it(free_cores_three):
