@@ -172,7 +172,10 @@ def chooses_threads(rows=None):
                 work = (count * model.n_visible * max(model.n_hidden, 1)
                         if isinstance(count, numbers.Real) and not isinstance(count, bool)
                         else None)
-            except Exception:  # a bad argument: the function's own check names it
+            except (TypeError, ValueError, AttributeError) as error:
+                # A bad argument: the function's own check names it. (A KeyError, a ``rows``
+                # naming no parameter, is this module's bug and is raised.)
+                logger.debug("%s: work unknown (%s)", function.__qualname__, error)
                 work = None
             with using_threads(threads, work):
                 return function(*args, **kwargs)

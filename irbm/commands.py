@@ -47,9 +47,12 @@ def run_evaluate(args):
                                     data_dir=args.data_dir, device=args.device, echo=print)
     if record is None:  # --floor-chains found no higher floor
         return None
-    print(f"  ln Z = {record['log_z']:.3f}  (ln of Z-hat -/+ 3 sigma: "
-          f"[{record['log_z_low']:.3f}, {record['log_z_high']:.3f}])  -> "
-          f"{run_dir / runs.EVALUATION_FILE}")
+    interval = ("the certain floor, which AIS's estimate lies below"
+                if record.get("log_z_source") == "floor" else
+                f"ln of Z-hat -/+ 3 sigma: [{record['log_z_low']:.3f}, "
+                f"{record['log_z_high']:.3f}]")
+    print(f"  ln Z {'>=' if record.get('log_z_source') == 'floor' else '='} "
+          f"{record['log_z']:.3f}  ({interval})  -> {run_dir / runs.EVALUATION_FILE}")
     return record
 
 

@@ -71,8 +71,9 @@ def _estimates(record: dict) -> list[tuple[float, float, float]]:
 
 def pooled_log_partition(records: list[dict]) -> tuple[float, float, float]:
     """(ln Z-hat, ln(Z-hat - 3 sigma), ln(Z-hat + 3 sigma)) of one Z-hat pooled over the AIS
-    runs of ``records`` (`irbm.bracket.pool_estimates`, weighted by chains x temperatures), or
-    the certain floor (the highest ``log_z_floor``) three times when higher.
+    runs of ``records`` (`irbm.bracket.pool_estimates`, weighted by chains x temperatures), or,
+    when the certain floor (the highest ``log_z_floor``) is higher, (floor, floor, inf): ln Z is
+    at least the floor, with no upper limit known.
 
     Every AIS Z-hat is unbiased, so the pool is too, and its log is one stochastic lower bound
     of ln Z. The highest of m evaluations is not: it overshoots by k nats with probability up
@@ -80,7 +81,7 @@ def pooled_log_partition(records: list[dict]) -> tuple[float, float, float]:
     log_z, low, high = pool_estimates([estimate for record in records
                                        for estimate in _estimates(record)])
     floor = max(record.get("log_z_floor", -math.inf) for record in records)
-    return (floor, floor, floor) if floor > log_z else (log_z, low, high)
+    return (floor, floor, math.inf) if floor > log_z else (log_z, low, high)
 
 
 def _latest_bracket(run_dir, record, others) -> dict | None:

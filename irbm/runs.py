@@ -360,6 +360,8 @@ def stale_inputs(run_dir, which="best") -> dict[str, str]:
     message names the command that brings it up to date)."""
     run_dir = Path(run_dir)
     problems, cache = {}, {}
+    wanted = _model_file(run_dir, which).name
+    latest = " --latest" if which == "latest" else ""
     samples = run_dir / SAMPLES_FILE
     if samples.exists():
         try:
@@ -371,22 +373,28 @@ def stale_inputs(run_dir, which="best") -> dict[str, str]:
                              "again, or delete it") from None
         if record.get("epoch") == -1:  # saved for "unknown"
             record["epoch"] = None
-        reason = staleness(run_dir, record, cache, verb="drawn")
-        wanted = _model_file(run_dir, which).name
-        latest = " --latest" if which == "latest" else ""
-        if reason is None and record["model_file"] != wanted:
-            reason = (f"stale: drawn from {record['model_file']}, not the run's "
-                      f"{'latest' if which == 'latest' else 'best'} model ({wanted})")
+        reason = staleness(run_dir, record, cache, verb="drawn") or _not_the_model(
+            record, wanted, which, "drawn")
         if reason is not None:
             problems[SAMPLES_FILE] = (f"{samples} is {reason}: run `irbm sample {run_dir}"
                                       f"{latest}` again")
     records = read_evaluations(run_dir)
     if records and (run_dir / AIS_WEIGHTS_FILE).exists():
-        reason = staleness(run_dir, records[-1], cache)
+        # The weights are the last evaluation's, which may be of the run's other model.
+        reason = staleness(run_dir, records[-1], cache) or _not_the_model(
+            records[-1], wanted, which, "computed")
         if reason is not None:
             problems[AIS_WEIGHTS_FILE] = (f"{run_dir / AIS_WEIGHTS_FILE} is {reason}: run "
-                                          f"`irbm evaluate {run_dir}` again")
+                                          f"`irbm evaluate {run_dir}{latest}` again")
     return problems
+
+
+def _not_the_model(record: dict, wanted: str, which: str, verb: str) -> str | None:
+    """Why a result of the run's other model is stale for ``which`` (None: it is of it)."""
+    if record.get("model_file", wanted) == wanted:
+        return None
+    return (f"stale: {verb} from {record['model_file']}, not the run's "
+            f"{'latest' if which == 'latest' else 'best'} model ({wanted})")
 
 
 def check_ais_partial(path):

@@ -47,8 +47,16 @@ class SampleResult:
     snapshot_steps: list[int] | None = None
 
 
-@chooses_threads(lambda a: a["n_samples"] or (None if isinstance(a["init"], str)
-                                               else len(a["init"])))
+def _chains(arguments) -> int | None:
+    """How many chains `sample` runs, from its arguments (None: unknown before it checks them)."""
+    if arguments["n_samples"]:
+        return arguments["n_samples"]
+    if not isinstance(arguments["init"], str):
+        return len(arguments["init"])
+    return len(arguments["data"]) if arguments["data"] is not None else None
+
+
+@chooses_threads(_chains)
 def sample(model: EnergyModel, n_samples: int | None, n_steps: int, *, init="random",
            data=None, z_max_init: bool = False, generator=None, seed: int | None = None,
            return_probabilities: bool = True, progress: bool = False,

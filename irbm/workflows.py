@@ -339,8 +339,9 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
     None is returned when it is not higher than the bracket's), and with ``floor_descents`` the
     minima of G that descents from that many random hidden vectors reach.
     ``n_chains``, ``seed``, ``tolerance``: None takes 1,000, 0 and 1.0 nat.
-    ``threads``: torch's CPU threads for the call (None: the free cores, as `irbm evaluate`
-    picks them; `irbm.ais.estimate_log_partition`); torch's own setting is restored after.
+    ``threads``: torch's CPU threads for the call (None: each estimator inside picks for its
+    own product, one thread for a small model, else the free cores, as `irbm evaluate` does;
+    an enclosing choice is kept); torch's own setting is restored after.
     """
     if floor_descents and floor_chains is None:
         raise ValueError("--floor-descents adds to the floor that --floor-chains recomputes: "
@@ -409,8 +410,8 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
     dataset = runs.load_run_dataset(run_dir, data_dir)
     n_test = 0 if dataset.test is None else len(dataset.test)
     if raise_rows and n_test and raise_rows > n_test and continued is None:
-        raise ValueError(f"--raise {raise_rows}: this run's test set has {n_test} rows; give at "
-                         f"most {n_test}, or --raise without a number" + (
+        raise ValueError(f"--raise {raise_rows} (Python: raise_rows=): this run's test set has "
+                         f"{n_test} rows; give at most {n_test}, or --raise without a number" + (
                              " (with --bracket: 300 rows, or all of them when fewer)"
                              if bracket else " (all of them)"))
     runs.check_writable(run_dir)
@@ -423,6 +424,7 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
     if bracket:
         interval = _bracket_test(model, dataset, n_chains=n_chains, n_betas=n_betas, base=base,
                                  path=path, seed=seed, rows=raise_rows or None,
+                                 named=f"{run_dir / source.file} (epoch {source.epoch}){hint}",
                                  raise_repeats=raise_repeats,
                                  tolerance=tolerance, max_seconds=max_seconds, say=say,
                                  tempering=tempering_sweeps and _tempering(tempering_sweeps),
@@ -674,14 +676,15 @@ def _append_rejudged(run_dir, record, judged, floor, model, dataset, say, **mark
 
 
 def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, tolerance,
-                  max_seconds, say, raise_repeats=1, tempering=None, schedule="tuned",
-                  resume=None, work_dir=None, progress=False, stop_inside_level=True):
+                  max_seconds, say, named="the model", raise_repeats=1, tempering=None,
+                  schedule="tuned", resume=None, work_dir=None, progress=False,
+                  stop_inside_level=True):
     """`bracket_nll` of the test set, with the run's base data, echoing each level (and each
     AIS and RAISE run's progress bar with ``progress``: a level can take hours)."""
     if dataset.test is None or not len(dataset.test):
         raise ValueError("--bracket brackets the test NLL, and this run's data has no test rows")
-    say(f"bracketing the test NLL ({n_chains} AIS chains per path, {raise_repeats} reverse "
-        f"chain(s) per RAISE row, tolerance {tolerance:g} nats"
+    say(f"bracketing the test NLL of {named} ({n_chains} AIS chains per path, "
+        f"{raise_repeats} reverse chain(s) per RAISE row, tolerance {tolerance:g} nats"
         + (f", at most {max_seconds:g} s" if max_seconds else "")
         + (f"; continuing {len(resume['levels'])} stored levels" if resume else "") + ")")
     interval = bracket_nll(model, torch.as_tensor(dataset.test),
@@ -694,7 +697,8 @@ def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, 
                            schedule=schedule, pilot_data=torch.as_tensor(dataset.train),
                            resume=resume, echo=say, work_dir=work_dir, keep_work=True,
                            progress=progress, stop_inside_level=stop_inside_level)
-    # The paper's +/- is this spread of the rows, which no number of temperatures narrows.
+    # The spread of the rows, which no number of temperatures narrows (the paper's +/- is
+    # about 1.96 times it: a 95% half-width).
     spread = nll(model, torch.as_tensor(dataset.test), interval.log_partition)[1]
     say(f"  test  {interval}; the test rows' own standard error: {spread:.2f} nats")
     for reason in interval.reasons:

@@ -279,6 +279,9 @@ def test_a_floor_above_ais_gives_one_nll_in_evaluate_and_report(run_dir, tmp_pat
     (row,) = parse_markdown_table(text)
     assert row["Avg. test NLL"].split(" +/- ")[0] == f"{record['nll']['test']['mean']:.2f}"
     assert f"ln Z-hat is the certain floor {floor:.2f}" in text
+    # ln Z is at least the floor, with no upper limit: not a zero-width interval.
+    assert row["ln Z-hat"] == f"{floor:.2f}" and row["ln(Z-hat -/+ 3 sigma)"] == \
+        f"[{floor:.2f}, inf]"
 
 
 def test_the_pooled_ln_z_weighs_by_chains_x_temperatures_and_combines_the_sigmas():
@@ -361,7 +364,10 @@ def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, 
     # The test NLL of the record is the optimistic side: the same ln Z on the same rows.
     assert record["nll"]["test"]["mean"] == pytest.approx(bracket["optimistic"], abs=1e-6)
     assert ("certified" if bracket["certified"] else "NOT certified") in printed
-    # The test set's own spread, the paper's +/-, beside the bracket.
+    # Which model was bracketed, and the test set's own spread (the paper's +/- is about 1.96
+    # times it) beside the bracket.
+    assert f"bracketing the test NLL of {run_dir / record['model_file']} (epoch " \
+        f"{record['epoch']})" in printed
     assert f"the test rows' own standard error: {record['nll']['test']['stderr']:.2f} nats" \
         in printed
     for level in bracket["levels"]:  # each level's line ends with the bracket so far
@@ -412,7 +418,8 @@ def test_bracket_options_are_refused_before_any_work(run_dir):
     for extra in (["--bracket"], []):
         result = run_cli("evaluate", run_dir, *extra, "--raise", "1000")
         assert result.code == 2 and "bracketing" not in result.out
-        assert "--raise 1000: this run's test set has 50 rows; give at most 50" in result.err
+        assert "--raise 1000 (Python: raise_rows=): this run's test set has 50 rows; give at " \
+            "most 50" in result.err
     assert snapshot(run_dir) == before
 
 
@@ -533,6 +540,8 @@ def test_a_floor_from_more_chains_rejudges_the_latest_bracket(run_dir, monkeypat
     assert main(["evaluate", str(run_dir), "--floor-chains", "4000", "--floor-descents",
                  "30"]) == 0
     assert calls[-1]["n_chains"] == 4000 and calls[-1]["descents"] == 30
+    assert f"ln Z >= {lifted:.3f}  (the certain floor, which AIS's estimate lies below)" in \
+        capsys.readouterr().out
     checked = evaluations(run_dir)
     assert len(checked) == count + 1 and checked[-1]["floor_chains"] == 4000
     assert checked[-1]["floor_descents"] == 30
@@ -595,10 +604,11 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
     # Four reverse chains per row by default: each level says the gap they leave.
     records = evaluations(run_dir)
     continued = records[-1]
-    for level in continued["bracket"]["levels"][len(stored["bracket"]["levels"]):]:
-        gap = level["raise"].get(level["raise_path"], {}).get("repeat_gap")
-        if gap is not None:  # four reverse chains per row: shown from 0.005 nat up
-            assert (f"{gap:.2f} nat short for want of chains per row" in out) == (gap >= 0.005)
+    gaps = [level["raise"].get(level["raise_path"], {}).get("repeat_gap")
+            for level in continued["bracket"]["levels"][len(stored["bracket"]["levels"]):]]
+    assert gaps and None not in gaps, gaps
+    for gap in gaps:  # shown from 0.005 nat up
+        assert (f"{gap:.2f} nat short for want of chains per row" in out) == (gap >= 0.005)
     assert records[continued["continues"]] == checked
     old, new = stored["bracket"], continued["bracket"]
     assert new["cross_check"] is None  # no --tempering this time
@@ -849,6 +859,15 @@ def test_sample_and_plot_take_the_latest_model_when_told_and_say_which_they_used
     plotted = run_cli("plot", run, "--latest")
     assert "not the run's latest model (model.safetensors)" in plotted.out, plotted.out
     assert "irbm sample " + str(run) + " --latest` again" in plotted.out
+    # The AIS figure draws the last evaluation's weights: of the best model here.
+    assert_ok(run_cli("evaluate", run, "--chains", 10, "--betas", 20))
+    plotted = run_cli("plot", run, "--latest")
+    assert_ok(plotted)
+    assert "ais_log_weights.npy is stale: computed from best.safetensors, not the run's latest " \
+        "model (model.safetensors): run `irbm evaluate " + str(run) + " --latest` again" in \
+        plotted.out, plotted.out
+    assert_ok(run_cli("evaluate", run, "--chains", 10, "--betas", 20, "--latest"))
+    assert "ais_log_weights" not in run_cli("plot", run, "--latest").out
 
 
 def test_a_flagged_ais_point_beside_a_certified_bracket_says_whose_flag_it_is(run_dir):
