@@ -36,7 +36,7 @@ import torch
 from . import checkpoint as ckpt
 from ._io import atomic_write
 from .ais import estimate_log_partition
-from .datasets import load_dataset
+from .datasets import LOADERS, dataset_name, load_dataset
 from .evaluate import nll
 from .settings import Settings
 from .training import Callback
@@ -238,14 +238,31 @@ def _data_file(run_dir, dataset: str, data_dir) -> str:
                      f"{moved} is a file: pass --data-dir with a directory that holds it")
 
 
+def data_options(settings: Settings) -> dict:
+    """The loader options of the settings' data file (`irbm.datasets.load_user_data`):
+    ``binarize``, ``key`` and ``split_seed`` where given; ValueError for a named dataset,
+    whose loader takes none of them."""
+    options = {name: value for name, value in (("binarize", settings.binarize),
+                                               ("key", settings.data_key),
+                                               ("split_seed", settings.split_seed))
+               if value is not None}
+    if options and dataset_name(settings.dataset) in LOADERS:
+        given = ", ".join(f"--{name.replace('_', '-')}" for name, value in (
+            ("binarize", settings.binarize), ("data_key", settings.data_key),
+            ("split_seed", settings.split_seed)) if value is not None)
+        raise ValueError(f"{given}: only for your own data files; {settings.dataset} is a "
+                         "named dataset, already binary and split: leave it out")
+    return options
+
+
 def load_run_dataset(run_dir, data_dir=None):
     """The dataset (and subset) the run was trained on: read from ``data_dir``, else from where
     the run's data came from, else as `irbm.datasets.load_dataset` finds it; checked against
     the run's record (`check_run_data`)."""
     settings = read_settings(run_dir)
-    options = {} if settings.binarize is None else {"binarize": settings.binarize}
     source = _data_file(run_dir, settings.dataset, data_dir)
-    dataset = load_dataset(source, data_dir=run_data_dir(run_dir, data_dir), **options)
+    dataset = load_dataset(source, data_dir=run_data_dir(run_dir, data_dir),
+                           **data_options(settings))
     check_run_data(run_dir, dataset)
     return dataset.subset(settings.train_size, settings.valid_size, settings.test_size)
 

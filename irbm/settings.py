@@ -256,6 +256,12 @@ class Settings:
     binarize: str | None = _setting(
         "binarize a user data file with values in [0, 1]: threshold at 0.5, or the authors' "
         "stochastic binarization (seed 42)", "data", None, choices=BINARIZATIONS)
+    data_key: str | None = _setting(
+        "the array of a .npz data file that holds several (X of np.savez(file, X=X, y=y)), "
+        "split 80/10/10 as a single array is", "data", None)
+    split_seed: int | None = _setting(
+        "seed of the shuffle that splits a data file's single array 80/10/10 (default 0)",
+        "data", None, minimum=0)
     # ---------------------------------------------------------------- evaluation
     eval_every: int = _setting("AIS on the validation set every N epochs, keeping the best "
                                "model (0: never)", "evaluation", 0, minimum=0)

@@ -256,11 +256,7 @@ def _check_resumed_settings(out: Path, settings: Settings, force: bool):
 
 
 def _load_training_data(settings: Settings, data_dir):
-    if settings.binarize is not None and _is_named_dataset(settings.dataset):
-        raise ValueError(f"--binarize applies to your own data files; {settings.dataset} is "
-                         "binary already")
-    binarize = {} if settings.binarize is None else {"binarize": settings.binarize}
-    return load_dataset(settings.dataset, data_dir=data_dir, **binarize)
+    return load_dataset(settings.dataset, data_dir=data_dir, **runs.data_options(settings))
 
 
 def _new_trainer(settings: Settings, n_visible: int, device) -> Trainer:

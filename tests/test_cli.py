@@ -749,7 +749,10 @@ BAD_SETTINGS = [
     (["orbm", "digits", "--growth", "paired"], ["growth 'paired'", "fixed number of hidden"]),
     (["rbm", "digits", "--optimizer", "sgd", "--epsilon-placement", "inside"],
      ["epsilon_placement 'inside' is ADAGRAD's", "optimizer 'sgd' has no epsilon"]),
-    (["rbm", "digits", "--binarize", "threshold"], ["binary already"]),
+    (["rbm", "digits", "--binarize", "threshold"], ["already binary and split"]),
+    (["rbm", "digits", "--split-seed", 3, "--data-key", "X"],
+     ["--data-key, --split-seed: only for your own data files", "already binary and split"]),
+    (["rbm", "digits", "--split-seed", -1], ["split_seed", ">= 0"]),
 ]
 
 
@@ -953,10 +956,11 @@ def test_every_setting_is_a_config_key_recorded_in_the_run(tmp_path):
               "pruning": "one", "shuffle": False, "chains_per_update": "rows",
               "last_batch": "merge", "average": 3, "random_stream": "torch",
               "train_size": 200, "valid_size": 30, "test_size": 30, "binarize": "threshold",
+              "data_key": "X", "split_seed": 2,
               "eval_every": 1, "eval_chains": 5, "eval_betas": 20, "threads": 1}
     assert set(values) == set(CONFIG_KEYS)
-    rows = tmp_path / "rows.npy"
-    np.save(rows, np.random.default_rng(0).random((300, 16)))
+    rows = tmp_path / "rows.npz"
+    np.savez(rows, X=np.random.default_rng(0).random((300, 16)), y=np.zeros(300))
     config = tmp_path / "all.toml"
     config.write_text("".join(f"{key} = {json.dumps(value)}\n" for key, value in values.items()))
     assert_ok(run_cli("train", "irbm", rows, "--out", tmp_path / "run", "--config", config,
@@ -1080,6 +1084,23 @@ def test_demo_quick_runs_end_to_end(tmp_path):
         model_digest(irbm.load(out_dir / family / "model.safetensors"))
 
 
+def test_a_named_npz_array_and_split_seed_are_the_runs_for_later_commands(tmp_path):
+    """--data-key and --split-seed are recorded, so that evaluate loads the same rows (the run's
+    data digest checks it), and resume refuses another split without --force."""
+    import numpy as np
+    rows = np.random.default_rng(0).integers(0, 2, (60, 9))
+    np.savez(tmp_path / "xy.npz", X=rows, y=np.arange(60))
+    out = tmp_path / "run"
+    train = ["train", "rbm", tmp_path / "xy.npz", "--out", out, "--n-hidden", 3, "--quiet",
+             "--data-key", "X", "--split-seed", 5]
+    assert_ok(run_cli(*train, "--epochs", 1))
+    recorded = json.loads((out / "config.json").read_text())["settings"]
+    assert (recorded["data_key"], recorded["split_seed"]) == ("X", 5)
+    assert_ok(run_cli("evaluate", out, "--chains", 10, "--betas", 20))
+    assert_clean_error(run_cli(*train[:-1], 6, "--epochs", 2), "split_seed: 5 -> 6",
+                       "--force")
+
+
 def test_binarize_option_for_user_files(tmp_path, capsys):
     """Grey-level user data is refused with a hint, and accepted with --binarize."""
     import numpy as np
@@ -1098,7 +1119,7 @@ def test_binarize_option_for_user_files(tmp_path, capsys):
     assert main(["evaluate", str(out), "--chains", "10", "--betas", "20"]) == 0
     assert main(["train", "rbm", "digits", "--out", str(tmp_path / "named"), "--binarize",
                  "threshold"]) == 2
-    assert "binary already" in capsys.readouterr().err
+    assert "already binary and split" in capsys.readouterr().err
 
 
 def test_evaluate_with_a_path_the_family_lacks_is_a_clean_error(pipeline, tmp_path):

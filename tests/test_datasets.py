@@ -460,6 +460,37 @@ def test_single_array_gets_a_fixed_80_10_10_split(tmp_path):
     np.testing.assert_array_equal(load_user_data(tmp_path / "rows.npy").valid, data.valid)
 
 
+def test_a_named_array_of_an_npz_and_a_split_seed(tmp_path):
+    """np.savez(file, X=X, y=y): the rows named by ``key`` are split like a single array, and
+    ``split_seed`` shuffles them otherwise (the same seed, the same split); both are refused
+    where they cannot apply."""
+    rows = np.random.RandomState(0).randint(0, 2, (50, 6))
+    np.savez(tmp_path / "xy.npz", X=rows, y=np.arange(50))
+    with pytest.raises(ValueError, match=r"found \['X', 'y'\]: name the array of rows to split "
+                                         r"with key='X' \(--data-key X\)"):
+        load_user_data(tmp_path / "xy.npz")
+    np.save(tmp_path / "rows.npy", rows)
+    named = load_dataset(tmp_path / "xy.npz", key="X")
+    for split in ("train", "valid", "test"):  # the same rows, the same default split
+        np.testing.assert_array_equal(getattr(named, split),
+                                      getattr(load_user_data(tmp_path / "rows.npy"), split))
+    seeded = load_user_data(tmp_path / "xy.npz", key="X", split_seed=5)
+    assert not np.array_equal(seeded.test, named.test)
+    np.testing.assert_array_equal(
+        seeded.test, load_user_data(tmp_path / "rows.npy", split_seed=5).test)
+    assert sorted(map(tuple, np.concatenate([seeded.train, seeded.valid, seeded.test]))) == \
+        sorted(map(tuple, rows))
+    with pytest.raises(ValueError, match=r"key='Z' \(--data-key\) is not one of its arrays "
+                                         r"\['X', 'y'\]"):
+        load_user_data(tmp_path / "xy.npz", key="Z")
+    with pytest.raises(ValueError, match=r"names an array of a .npz file; a .npy file holds one"):
+        load_user_data(tmp_path / "rows.npy", key="X")
+    np.savez(tmp_path / "split.npz", train=rows[:40], valid=rows[40:45], test=rows[45:])
+    with pytest.raises(ValueError, match=r"this file holds its own split \(train, valid, "
+                                         r"test\): leave it out"):
+        load_user_data(tmp_path / "split.npz", split_seed=1)
+
+
 @pytest.mark.parametrize("keys", [("train", "valid", "test"), ("train_x", "valid_x", "test_x"),
                                   ("train", "val", "test")])
 def test_npz_with_its_own_split(tmp_path, keys):

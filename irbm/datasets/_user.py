@@ -23,16 +23,18 @@ _HELD_OUT = 0.1
 
 
 def load_user_data(path, *, binarize: str | None = None, threshold: float = 0.5, seed: int = 42,
-                   image_shape: tuple[int, int] | None = None) -> Dataset:
+                   image_shape: tuple[int, int] | None = None, key: str | None = None,
+                   split_seed: int | None = None) -> Dataset:
     """Binary vectors from a .npy, .npz or .csv file.
 
     Layouts
         * .npz with arrays ``train``, ``valid``, ``test`` (or ``train_x``, ``valid_x``,
           ``test_x``; ``val`` for valid): the split is the file's.
-        * one array: a .npy, an .npz holding a single array, or a .csv (comma-separated numbers,
-          one row per line, a non-numeric header line skipped). It is shuffled with a fixed seed
-          (0) and split 80% / 10% / 10% (valid and test get at least one row each); the split
-          depends only on the number of rows.
+        * one array: a .npy, an .npz holding a single array (or the one named by ``key``, as
+          ``X`` of ``np.savez(path, X=X, y=y)``), or a .csv (comma-separated numbers, one row
+          per line, a non-numeric header line skipped). It is shuffled with ``split_seed`` and
+          split 80% / 10% / 10% (valid and test get at least one row each); the split depends
+          only on the number of rows and that seed.
 
     Each array is (N, n_visible), or (N, H, W) images, flattened row by row.
 
@@ -48,6 +50,11 @@ def load_user_data(path, *, binarize: str | None = None, threshold: float = 0.5,
         Seed of the stochastic binarization.
     image_shape : (height, width), optional
         Default: (H, W) of 3-D arrays, else (s, s) when n_visible = s * s, else (1, n_visible).
+    key : str, optional
+        The array of a .npz to read, as one array to split (``--data-key``).
+    split_seed : int, optional
+        Seed of the shuffle that splits one array (``--split-seed``; default 0); a file that
+        holds its own split refuses it.
 
     Returns
     -------
@@ -71,7 +78,14 @@ def load_user_data(path, *, binarize: str | None = None, threshold: float = 0.5,
     if path.suffix.lower() not in readers:
         raise ValueError(f"{path}: unsupported file type {path.suffix!r}; expected .npy, .npz "
                          f"or .csv")
-    arrays = readers[path.suffix.lower()](path)
+    if key is not None and path.suffix.lower() != ".npz":
+        raise ValueError(f"{path}: key={key!r} (--data-key) names an array of a .npz file; a "
+                         f"{path.suffix} file holds one array: leave it out")
+    arrays = _read_npz(path, key) if key is not None else readers[path.suffix.lower()](path)
+    if split_seed is not None and len(arrays) > 1:
+        raise ValueError(f"{path}: split_seed (--split-seed) shuffles a single array before "
+                         f"splitting it, and this file holds its own split ({', '.join(arrays)})"
+                         ": leave it out")
 
     shapes = {name: _check_rows(x, path, name) for name, x in arrays.items()}
     arrays = {name: x.reshape(len(x), -1) for name, x in arrays.items()}
@@ -86,7 +100,8 @@ def load_user_data(path, *, binarize: str | None = None, threshold: float = 0.5,
         _refuse_stray_row_or_columns(rows, path, binarize)
         held_out = max(1, round(_HELD_OUT * len(rows)))
         try:
-            indices = fixed_split(len(rows), held_out, held_out)
+            indices = fixed_split(len(rows), held_out, held_out,
+                                  0 if split_seed is None else split_seed)
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from None
         arrays = dict(zip(SPLITS, (rows[i] for i in indices)))
@@ -111,20 +126,33 @@ def _read_npy(path: Path) -> dict:
         raise ValueError(f"{path}: not a readable .npy file ({err})") from err
 
 
-def _read_npz(path: Path) -> dict:
+def _read_npz(path: Path, key: str | None = None) -> dict:
     try:
         with np.load(path, allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
+            arrays = {name: archive[name] for name in archive.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
         raise ValueError(f"{path}: not a readable .npz file ({err})") from err
+    if key is not None:
+        if key not in arrays:
+            raise ValueError(f"{path}: key={key!r} (--data-key) is not one of its arrays "
+                             f"{sorted(arrays)}")
+        return {"data": arrays[key]}
     if len(arrays) == 1:
         return arrays
     found = {split: next((k for k in keys if k in arrays), None)
              for split, keys in _SPLIT_KEYS.items()}
     if None in found.values():
         raise ValueError(f"{path}: expected arrays train/valid/test (or train_x/valid_x/test_x) "
-                         f"or a single array, found {sorted(arrays)}")
+                         f"or a single array, found {sorted(arrays)}: name the array of rows "
+                         f"to split with key='{_likely_rows(arrays)}' (--data-key "
+                         f"{_likely_rows(arrays)})")
     return {split: arrays[key] for split, key in found.items()}
+
+
+def _likely_rows(arrays: dict) -> str:
+    """The name of the array most likely to hold the rows: the largest (a label vector, the
+    other usual array, is smaller)."""
+    return max(arrays, key=lambda name: arrays[name].size)
 
 
 def _read_csv(path: Path) -> dict:
