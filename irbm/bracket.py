@@ -618,9 +618,14 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
     if cross_check is not None:
         reasons += cross_check_reasons(levels, cross_check)
     if reasons and out_of_time:
-        budget = "the time budget" if out_of_time in (True, "time") else \
-            "the largest number of temperatures allowed"
-        reasons.append(f"stopped at {budget} after {last['n_betas']} temperatures")
+        # Not a defect of the bracket: what ended the doublings before the reasons above settled.
+        if out_of_time in (True, "time"):
+            reasons.append(f"stopped at the time budget after {last['n_betas']} temperatures, "
+                           "before another doubling could settle the above (--continue, "
+                           "Python: resume=, goes on from the stored levels)")
+        else:
+            reasons.append(f"stopped at the largest number of temperatures allowed "
+                           f"({last['n_betas']}) before the above settled")
     return reasons
 
 

@@ -18,6 +18,11 @@ from irbm.bracket import (
     width_text,
 )
 
+# The last reason of a bracket the time budget stopped before it settled (2,000 temperatures).
+OUT_OF_TIME = ("stopped at the time budget after 2000 temperatures, before another doubling "
+               "could settle the above (--continue, Python: resume=, goes on from the stored "
+               "levels)")
+
 
 def level(n_betas, optimistic, conservative, *, own=None, stderr=0.05, ess=80.0, chains=100):
     own_optimistic, own_conservative = own or (optimistic, conservative)
@@ -52,7 +57,7 @@ def test_which_side_is_suspect_and_the_time_budget_are_named():
     reasons = verdict(levels, tolerance=1.0, out_of_time=True)
     assert "optimistic side is suspect: its AIS weights are degenerate" in reasons[0]
     assert "conservative side is suspect: it still fell by 1.00" in reasons[0]
-    assert reasons[-1] == "stopped at the time budget after 2000 temperatures"
+    assert reasons[-1] == OUT_OF_TIME
     # Certified brackets never mention the budget.
     assert verdict([level(1000, 100.0, 100.5), level(2000, 100.0, 100.5)], tolerance=1.0,
                    out_of_time=True) == []
@@ -107,9 +112,9 @@ def test_moves_within_the_estimates_noise_are_not_trends():
 def test_the_budget_that_stopped_it_is_named():
     levels = [level(1000, 100.0, 104.0), level(2000, 100.1, 103.0)]
     assert verdict(levels, tolerance=1.0, out_of_time="temperatures")[-1] == \
-        "stopped at the largest number of temperatures allowed after 2000 temperatures"
+        "stopped at the largest number of temperatures allowed (2000) before the above settled"
     assert verdict(levels, tolerance=1.0, out_of_time="time")[-1] == \
-        "stopped at the time budget after 2000 temperatures"
+        OUT_OF_TIME
 
 
 # --------------------------------------------------- RAISE refuted by the optimistic side
@@ -194,7 +199,7 @@ def test_rejudge_recomputes_the_verdict_from_the_stored_estimates():
     fresh = rejudge(stored)
     assert fresh["conservative"] == 150.8 and fresh["width"] == pytest.approx(16.4)
     assert fresh["certified"] is False
-    assert fresh["reasons"][-1] == "stopped at the time budget after 2000 temperatures"
+    assert fresh["reasons"][-1] == OUT_OF_TIME
     assert stored["levels"][-1]["conservative"] == 130.5  # the stored record is not modified
     assert fresh["levels"][-1]["raise"] == stored["levels"][-1]["raise"]
 
