@@ -391,7 +391,7 @@ def stale_inputs(run_dir, which="best") -> dict[str, str]:
         if record.get("epoch") == -1:  # saved for "unknown"
             record["epoch"] = None
         reason = staleness(run_dir, record, cache, verb="drawn") or _not_the_model(
-            record, wanted, which, "drawn")
+            run_dir, record, wanted, which, "drawn", cache)
         if reason is not None:
             problems[SAMPLES_FILE] = (f"{samples} is {reason}: run `irbm sample {run_dir}"
                                       f"{latest}` again")
@@ -399,16 +399,22 @@ def stale_inputs(run_dir, which="best") -> dict[str, str]:
     if records and (run_dir / AIS_WEIGHTS_FILE).exists():
         # The weights are the last evaluation's, which may be of the run's other model.
         reason = staleness(run_dir, records[-1], cache) or _not_the_model(
-            records[-1], wanted, which, "computed")
+            run_dir, records[-1], wanted, which, "computed", cache)
         if reason is not None:
             problems[AIS_WEIGHTS_FILE] = (f"{run_dir / AIS_WEIGHTS_FILE} is {reason}: run "
                                           f"`irbm evaluate {run_dir}{latest}` again")
     return problems
 
 
-def _not_the_model(record: dict, wanted: str, which: str, verb: str) -> str | None:
-    """Why a result of the run's other model is stale for ``which`` (None: it is of it)."""
+def _not_the_model(run_dir: Path, record: dict, wanted: str, which: str, verb: str,
+                   cache: dict) -> str | None:
+    """Why a result of the run's other model file is stale for ``which`` (None: it is of that
+    file, or of the same parameters: best and latest are one model when the last epoch was
+    the best)."""
     if record.get("model_file", wanted) == wanted:
+        return None
+    current = _current_source(run_dir, wanted, cache)
+    if current is not None and current.sha256 == record.get("model_sha256"):
         return None
     return (f"stale: {verb} from {record['model_file']}, not the run's "
             f"{'latest' if which == 'latest' else 'best'} model ({wanted})")
