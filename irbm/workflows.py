@@ -61,11 +61,13 @@ def _is_named_dataset(name) -> bool:
 def unchanged_setting(name: str, recorded, given) -> bool:
     """Whether a recorded setting and a given one agree: a named dataset in any spelling
     (``Digits``, recorded before names were keyed, is ``digits``); no random stream given
-    (the default) agrees with the one the run recorded."""
+    (the default) agrees with the one the run recorded; no split seed is seed 0."""
     if name == "dataset" and _is_named_dataset(recorded):
         return dataset_name(recorded) == dataset_name(given)
     if name == "random_stream" and given is None:  # the default: the stream the run has
         return True
+    if name == "split_seed":  # unset is seed 0: the same split
+        return (recorded or 0) == (given or 0)
     return recorded == given
 
 

@@ -1099,6 +1099,10 @@ def test_a_named_npz_array_and_split_seed_are_the_runs_for_later_commands(tmp_pa
     assert_ok(run_cli("evaluate", out, "--chains", 10, "--betas", 20))
     assert_clean_error(run_cli(*train[:-1], 6, "--epochs", 2), "split_seed: 5 -> 6",
                        "--force")
+    # Unset is seed 0: naming it on resume is no change.
+    unseeded = tmp_path / "unseeded"
+    assert_ok(run_cli(*train[:4], unseeded, *train[5:-2], "--epochs", 1))
+    assert_ok(run_cli(*train[:4], unseeded, *train[5:-2], "--split-seed", 0, "--epochs", 2))
 
 
 def test_binarize_option_for_user_files(tmp_path, capsys):

@@ -489,6 +489,9 @@ def test_a_named_array_of_an_npz_and_a_split_seed(tmp_path):
     with pytest.raises(ValueError, match=r"this file holds its own split \(train, valid, "
                                          r"test\): leave it out"):
         load_user_data(tmp_path / "split.npz", split_seed=1)
+    with pytest.raises(ValueError, match=r"key='train' \(--data-key\) names one part of the "
+                                         r"file's own split \['test', 'train', 'valid'\]"):
+        load_user_data(tmp_path / "split.npz", key="train")
 
 
 @pytest.mark.parametrize("keys", [("train", "valid", "test"), ("train_x", "valid_x", "test_x"),
@@ -516,23 +519,31 @@ def test_images_csv_and_single_array_npz(tmp_path):
     assert load_user_data(tmp_path / "plain.csv", image_shape=(2, 2)).image_shape == (2, 2)
 
 
-@pytest.mark.parametrize("damage, binarize, fragment", [
-    ("header", None, "its first row alone has values that are not 0 or 1 (e.g. 2): a header "
-                     "line of numbers? Delete it"),
-    ("index", None, "only column 1 (0..119) of 13 has values that are not 0 or 1: an index or "
-                    "label column? Remove it"),
-    ("index and label", None, "only columns 1 (0..119), 14 (0..3) of 14 have values"),
-    ("index", "threshold", "only column 1 (0..119) of 13 has values that are not in [0, 1]"),
+@pytest.mark.parametrize("damage, binarize, grey, fragment", [
+    ("header", None, False, "its first row alone has values that are not in [0, 1] (e.g. 2): a "
+                            "header line of numbers? Delete it (pandas: to_csv(..., "
+                            "header=False))"),
+    # Grey levels without --binarize: the header, not the grey levels, is named first.
+    ("header", None, True, "its first row alone has values that are not in [0, 1] (e.g. 2)"),
+    ("index", None, False, "only column 1 (0..119) of 13 has values that are not in [0, 1]: an "
+                           "index or label column? Remove it (pandas: to_csv(..., index=False, "
+                           "header=False)"),
+    ("index and label", None, False, "only columns 1 (0..119), 14 (0..3) of 14 have values"),
+    ("index", "threshold", True, "only column 1 (0..119) of 13 has values that are not in [0, 1]"),
+    ("soft column", None, False, "only column 13 (0.5..0.5) of 13 has values that are not 0 or 1"),
 ])
-def test_a_stray_header_row_or_index_column_is_named(tmp_path, damage, binarize, fragment):
+def test_a_stray_header_row_or_index_column_is_named(tmp_path, damage, binarize, grey,
+                                                      fragment):
     """pandas' to_csv writes a header of column numbers and an index column: the values outside
     {0, 1} are in one row or column, and scaling the whole array (the advice for intensities)
     would be wrong."""
     rows = (np.random.default_rng(0).random((120, 12)) < 0.4).astype(float)
-    if binarize:
+    if grey:
         rows = rows * 0.8 + 0.1  # intensities in [0, 1] but for the stray column
     if damage == "header":
         rows = np.vstack([np.arange(12.0), rows])
+    elif damage == "soft column":
+        rows = np.column_stack([rows, np.full(120, 0.5)])
     else:
         rows = np.column_stack([np.arange(120.0), rows])
         if "label" in damage:

@@ -136,6 +136,11 @@ def _read_npz(path: Path, key: str | None = None) -> dict:
         if key not in arrays:
             raise ValueError(f"{path}: key={key!r} (--data-key) is not one of its arrays "
                              f"{sorted(arrays)}")
+        own_split = all(any(k in arrays for k in keys) for keys in _SPLIT_KEYS.values())
+        if own_split and any(key in keys for keys in _SPLIT_KEYS.values()):
+            raise ValueError(f"{path}: key={key!r} (--data-key) names one part of the file's "
+                             f"own split {sorted(arrays)}, which would be split again: leave "
+                             "it out to train on the file's split")
         return {"data": arrays[key]}
     if len(arrays) == 1:
         return arrays
@@ -186,23 +191,29 @@ def _check_rows(x: np.ndarray, path: Path, name: str):
 
 
 def _refuse_stray_row_or_columns(x: np.ndarray, path: Path, binarize):
-    """Refuse a single array whose values outside {0, 1} (outside [0, 1] with ``binarize``) all
-    lie in its first row or in one or two of its columns: a header line of numbers, an index
-    column (pandas' to_csv) or a label column, which scaling the whole array would not cure."""
-    odd = ((x < 0) | (x > 1)) if binarize else ((x != 0) & (x != 1))
-    if not odd.any() or len(x) < 2 or x.shape[1] < 2:
+    """Refuse a single array whose values outside [0, 1] (outside {0, 1} without ``binarize``)
+    all lie in its first row or in one or two of its columns: a header line of numbers, an
+    index column (pandas' to_csv) or a label column, which scaling the whole array would not
+    cure. Values outside [0, 1] are looked at first, so that grey levels do not hide them."""
+    if len(x) < 2 or x.shape[1] < 2:
         return
-    rows, columns = np.flatnonzero(odd.any(axis=1)), np.flatnonzero(odd.any(axis=0))
-    kind = "in [0, 1]" if binarize else "0 or 1"
-    if rows.tolist() == [0]:
-        raise ValueError(f"{path}: its first row alone has values that are not {kind} (e.g. "
-                         f"{x[0][odd[0]][0]:g}): a header line of numbers? Delete it")
-    if len(columns) <= 2 and len(columns) < x.shape[1]:
-        named = ", ".join(f"{c + 1} ({x[:, c].min():g}..{x[:, c].max():g})" for c in columns)
-        raise ValueError(f"{path}: only column{'s' if len(columns) > 1 else ''} {named} of "
-                         f"{x.shape[1]} {'have' if len(columns) > 1 else 'has'} values that are "
-                         f"not {kind}: an index or label column? Remove it (pandas: "
-                         "to_csv(index=False), and drop the labels)")
+    checks = [((x < 0) | (x > 1), "in [0, 1]")]
+    if not binarize:
+        checks.append(((x != 0) & (x != 1), "0 or 1"))
+    for odd, kind in checks:
+        if not odd.any():
+            continue
+        rows, columns = np.flatnonzero(odd.any(axis=1)), np.flatnonzero(odd.any(axis=0))
+        if rows.tolist() == [0]:
+            raise ValueError(f"{path}: its first row alone has values that are not {kind} "
+                             f"(e.g. {x[0][odd[0]][0]:g}): a header line of numbers? Delete "
+                             "it (pandas: to_csv(..., header=False))")
+        if len(columns) <= 2 and len(columns) < x.shape[1]:
+            named = ", ".join(f"{c + 1} ({x[:, c].min():g}..{x[:, c].max():g})" for c in columns)
+            raise ValueError(f"{path}: only column{'s' if len(columns) > 1 else ''} {named} of "
+                             f"{x.shape[1]} {'have' if len(columns) > 1 else 'has'} values that "
+                             f"are not {kind}: an index or label column? Remove it (pandas: "
+                             "to_csv(..., index=False, header=False), and drop the labels)")
 
 
 def _binarize(splits, path, how, threshold, seed) -> list[np.ndarray]:
