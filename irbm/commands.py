@@ -47,12 +47,15 @@ def run_evaluate(args):
                                     data_dir=args.data_dir, device=args.device, echo=print)
     if record is None:  # --floor-chains found no higher floor
         return None
-    interval = ("the certain floor, which AIS's estimate lies below"
-                if record.get("log_z_source") == "floor" else
-                f"ln of Z-hat -/+ 3 sigma: [{record['log_z_low']:.3f}, "
-                f"{record['log_z_high']:.3f}]")
-    print(f"  ln Z {'>=' if record.get('log_z_source') == 'floor' else '='} "
-          f"{record['log_z']:.3f}  ({interval})  -> {run_dir / runs.EVALUATION_FILE}")
+    log_z, source = record.get("nll_log_z", record["log_z"]), record.get("log_z_source")
+    if source == "exact":
+        summary = f"ln Z = {log_z:.3f}  (exact)"
+    elif source == "floor" or log_z != record["log_z"]:  # the NLLs use the floor
+        summary = f"ln Z >= {log_z:.3f}  (the certain floor, which AIS's estimate lies below)"
+    else:
+        summary = (f"ln Z = {log_z:.3f}  (ln of Z-hat -/+ 3 sigma: [{record['log_z_low']:.3f}, "
+                   f"{record['log_z_high']:.3f}])")
+    print(f"  {summary}  -> {run_dir / runs.EVALUATION_FILE}")
     return record
 
 

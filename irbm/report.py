@@ -71,13 +71,17 @@ def _estimates(record: dict) -> list[tuple[float, float, float]]:
 
 def pooled_log_partition(records: list[dict]) -> tuple[float, float, float]:
     """(ln Z-hat, ln(Z-hat - 3 sigma), ln(Z-hat + 3 sigma)) of one Z-hat pooled over the AIS
-    runs of ``records`` (`irbm.bracket.pool_estimates`, weighted by chains x temperatures), or,
-    when the certain floor (the highest ``log_z_floor``) is higher, (floor, floor, inf): ln Z is
-    at least the floor, with no upper limit known.
+    runs of ``records`` (`irbm.bracket.pool_estimates`, weighted by chains x temperatures), the
+    exact ln Z three times where one was enumerated, or, when the certain floor (the highest
+    ``log_z_floor``) is higher, (floor, floor, inf): ln Z is at least the floor, with no upper
+    limit known.
 
     Every AIS Z-hat is unbiased, so the pool is too, and its log is one stochastic lower bound
     of ln Z. The highest of m evaluations is not: it overshoots by k nats with probability up
     to m e^-k."""
+    exact = [record["log_z"] for record in records if record.get("log_z_source") == "exact"]
+    if exact:  # enumerated: nothing to pool
+        return exact[-1], exact[-1], exact[-1]
     log_z, low, high = pool_estimates([estimate for record in records
                                        for estimate in _estimates(record)])
     floor = max(record.get("log_z_floor", -math.inf) for record in records)

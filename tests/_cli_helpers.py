@@ -143,6 +143,14 @@ def numbers(cell: str) -> list[float]:
 
 
 @pytest.fixture(autouse=True)
+def ais_on_tiny_models(monkeypatch):
+    """Autouse in the CLI test modules that import it: their models are tiny enough for
+    `irbm evaluate` to enumerate ln Z, and they test what AIS feeds (pools, floors, reports);
+    `test_evaluate_enumerates_ln_z_where_it_is_cheap` lifts it."""
+    monkeypatch.setattr("irbm.workflows.EXACT_TERMS", 0)
+
+
+@pytest.fixture(autouse=True)
 def one_thread(monkeypatch):
     """Autouse in the CLI test modules that import it. Their models are tiny: a second
     intra-op thread gains nothing, and on a 2-core machine busy with other processes, waiting

@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 import torch
 from _cli_helpers import (
+    ais_on_tiny_models,  # noqa: F401 (an autouse fixture)
     assert_clean_error,
     assert_ok,
     numbers,

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import torch
 from _cli_helpers import (
+    ais_on_tiny_models,  # noqa: F401 (an autouse fixture)
     assert_clean_error,
     assert_ok,
     numbers,
@@ -43,7 +44,9 @@ def evaluated_run(tmp_path_factory) -> Path:
     """An RBM trained one epoch on the digits, evaluated and sampled; tests work on copies."""
     run_dir = tmp_path_factory.mktemp("evaluated") / "run"
     assert_ok(run_cli("train", "rbm", "digits", "--out", run_dir, *TINY))
-    assert_ok(run_cli("evaluate", run_dir, *EVALUATE))
+    with pytest.MonkeyPatch.context() as patch:  # by AIS, as the tests' (`ais_on_tiny_models`)
+        patch.setattr("irbm.workflows.EXACT_TERMS", 0)
+        assert_ok(run_cli("evaluate", run_dir, *EVALUATE))
     assert_ok(run_cli("sample", run_dir, "--n", 4, "--steps", 5))
     return run_dir
 
@@ -244,6 +247,36 @@ def test_a_warning_of_the_heading_evaluation_names_the_pooled_ones_without(run_d
         note = (f"also pool 1 evaluation(s) of this model that raised no warning (linear path, "
                 f"{clean['base']} base, ESS 20 of {clean['n_chains']})")
         assert (note in text) == noted, text
+
+
+def test_evaluate_enumerates_ln_z_where_it_is_cheap(run_dir, tmp_path, monkeypatch, capsys):
+    """A model of at most 2^20 terms (8 hidden units here) is evaluated with its exact ln Z:
+    the NLLs use it, AIS's estimate and warnings are kept apart, and the report and its table
+    show the exact value (a walkthrough's 10-unit RBM got "ln Z = 50.280" from AIS, below the
+    certain floor, while the exact 50.363 was a second away)."""
+    from irbm import workflows
+    from irbm.cli import main
+    monkeypatch.setattr(workflows, "EXACT_TERMS", 2**20)
+    assert main(["evaluate", str(run_dir), *map(str, EVALUATE)]) == 0
+    printed = capsys.readouterr().out
+    record = evaluations(run_dir)[-1]
+    model = load_run_model(run_dir, which="best")
+    exact = model.log_partition_exact()
+    assert record["log_z_source"] == "exact" and record["log_z"] == exact == record["nll_log_z"]
+    assert record["log_z_low"] == record["log_z_high"] == exact and record["warnings"] == []
+    assert record["ais_log_z"] != exact and "ais_warnings" in record
+    test = torch.as_tensor(load_run_dataset(run_dir).test, dtype=torch.float32)
+    with torch.no_grad():
+        free = float(model.free_energy(test).mean())
+    assert record["nll"]["test"]["mean"] == pytest.approx(free + exact, abs=1e-4)
+    assert f"ln Z = {exact:.3f} exact (a sum of 256 terms), which the NLLs use; AIS gave " \
+        f"{record['ais_log_z']:.3f}" in printed
+    assert f"ln Z = {exact:.3f}  (exact)" in printed
+    assert_ok(run_cli("report", run_dir, "--out", tmp_path / "report"))
+    (row,) = parse_markdown_table((tmp_path / "report" / "report.md").read_text())
+    assert row["ln Z-hat"] == f"{exact:.2f}" and row["ln(Z-hat -/+ 3 sigma)"] == \
+        f"[{exact:.2f}, {exact:.2f}]"
+    assert row["Avg. test NLL"].split(" +/- ")[0] == f"{free + exact:.2f}"
 
 
 def test_a_floor_above_ais_gives_one_nll_in_evaluate_and_report(run_dir, tmp_path,

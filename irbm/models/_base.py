@@ -496,6 +496,11 @@ class EnergyModel(nn.Module, abc.ABC):
             return self
         return copy.deepcopy(self).to(torch.float64)
 
+    def exact_terms(self) -> int:
+        """How many terms `log_partition_exact` sums: the fewer of the hidden configurations
+        (with z) and the visible vectors."""
+        return min(self._n_hidden_terms(), 2**self.n_visible)
+
     def log_partition_exact(self) -> float:
         """log Z by enumeration in float64: over hidden configurations (and z) with the visible
         units summed out analytically, or over visible vectors when that is smaller."""
