@@ -172,7 +172,7 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
     bracket = _latest_bracket(run_dir, record, others)
     if record.get("warnings"):
         # A certified bracket judged its own AIS runs: the point estimate's flag is its alone.
-        ais += (" (unreliable alone; the bracket below is certified)"
+        ais += (" (unreliable alone; this row's bracket is certified)"
                 if bracket is not None and bracket["certified"] else " (unreliable)")
     if others:
         ais += "; the highest ln Z of " + str(len(others) + 1) + " evaluations (" + ", ".join(

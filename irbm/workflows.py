@@ -468,8 +468,11 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
         f"chains ({result.base} base)")
     # Enumerable: the NLLs need no estimate, and AIS's warnings judge only AIS.
     exact = not bracket and model.exact_terms() <= EXACT_TERMS
+    label = ("AIS alone (not used)" if exact else
+             "AIS's point estimate alone (the bracket above is certified)"
+             if bracket and interval.certified else "warning")
     for warning in record["warnings"]:
-        say(f"  {'AIS alone (not used)' if exact else 'warning'}: {warning}")
+        say(f"  {label}: {warning}")
     log_z = result.log_z
     if exact:
         log_z = model.log_partition_exact()
@@ -732,6 +735,15 @@ def sample_run(run_dir, *, n_samples=16, n_steps=10000, init="random", z_max_ini
     dataset = runs.load_run_dataset(run_dir, data_dir)
     figures = runs.check_writable(run_dir / "figures")
     model, source = runs.run_model(run_dir, which=which, device=device)
+    # Before the banner, in the command line's words (`sample` names Python's).
+    if z_max_init and not model.has_z:
+        raise ValueError(f"--z-max-init (Python: z_max_init=True) starts z at its largest "
+                         f"value, and {run_dir}'s {model.display_name} has no z: leave it out")
+    n_test = 0 if dataset.test is None else len(dataset.test)
+    if init == "data" and n_samples is not None and n_samples > n_test:
+        raise ValueError(f"--n {n_samples} with --init data (Python: n_samples=, init='data'): "
+                         f"each chain starts from a test row of {run_dir}, which has {n_test}; "
+                         f"give at most --n {n_test}")
     (echo or logger.info)(f"sampling {source.file} (epoch {source.epoch}, "
                           f"{model.n_hidden} hidden units)")
     generator = torch.Generator(device=model.device).manual_seed(seed)

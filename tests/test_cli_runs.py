@@ -397,6 +397,10 @@ def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, 
     # The test NLL of the record is the optimistic side: the same ln Z on the same rows.
     assert record["nll"]["test"]["mean"] == pytest.approx(bracket["optimistic"], abs=1e-6)
     assert ("certified" if bracket["certified"] else "NOT certified") in printed
+    # AIS's own warnings are said to be its point estimate's alone beside a certified bracket.
+    label = "AIS's point estimate alone (the bracket above is certified): " \
+        if bracket["certified"] else "warning: "
+    assert all(f"{label}{warning}" in printed for warning in record["warnings"])
     # Which model was bracketed, and the test set's own spread (the paper's +/- is about 1.96
     # times it) beside the bracket.
     assert f"bracketing the test NLL of {run_dir / record['model_file']} (epoch " \
@@ -865,6 +869,17 @@ def test_a_bracket_out_of_budget_in_its_first_level_stops_with_status_3(run_dir,
     assert [level["n_betas"] for level in levels] == [20, 40] and levels[0] == level_1
 
 
+def test_sample_refuses_in_the_command_lines_words_before_its_banner(run_dir):
+    for args, fragments in [
+            (["--z-max-init"], ["--z-max-init (Python: z_max_init=True)", "RBM has no z"]),
+            (["--init", "data", "--n", 60], ["--n 60 with --init data", "which has 50; give at "
+                                             "most --n 50"])]:
+        before = snapshot(run_dir)
+        result = run_cli("sample", run_dir, "--steps", 2, *args)
+        assert_clean_error(result, *fragments)
+        assert "sampling" not in result.out and snapshot(run_dir) == before
+
+
 def test_sample_and_plot_take_the_latest_model_when_told_and_say_which_they_used(tmp_path):
     """A run trained with --eval-every keeps best.safetensors beside the latest: sample and plot
     use the best unless --latest, say which model they sampled, and plot holds samples of the
@@ -929,7 +944,7 @@ def test_a_flagged_ais_point_beside_a_certified_bracket_says_whose_flag_it_is(ru
                          "n_rows": 50}
     path.write_text(json.dumps(stored))
     row = run_row(run_dir)
-    assert row[column].endswith(" path (unreliable alone; the bracket below is certified)")
+    assert row[column].endswith(" path (unreliable alone; this row's bracket is certified)")
     assert row["RAISE test NLL"] == "30.50 +/- 0.10 (50 rows, bracket)"
     record["bracket"].update(certified=False, reasons=["not converged"])
     path.write_text(json.dumps(stored))
