@@ -512,6 +512,12 @@ def run_config(model, annealing, schedule: np.ndarray, base_name: str, base_bias
         **settings, "dtype": str(dtype), "device": device.type})
 
 
+def resumed_label(name: str, saved: int, batches: int) -> str:
+    """A progress bar's label: the run's name, and how many of its batches were saved by an
+    earlier call (a bracket resumed call by call would otherwise look as if it started over)."""
+    return f"{name} ({saved} of {batches} batches saved)" if saved else name
+
+
 @chooses_threads(lambda a: min(int(a["n_chains"]), int(a["chain_batch_size"])))
 def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=None, base=None,
                            path=None, trajectory=None, data=None, seed=None, generator=None,
@@ -597,7 +603,8 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
                  for start in range(0, n_chains, chain_batch_size)]
         betas_tensor = torch.from_numpy(betas)
         with tqdm(total=(len(sizes) - len(all_log_weights)) * (len(betas) - 1),
-                  disable=not progress, desc="AIS", unit="step") as bar:
+                  disable=not progress or len(all_log_weights) == len(sizes),
+                  desc=resumed_label("AIS", len(all_log_weights), len(sizes)), unit="step") as bar:
             for batch in run_batches(len(all_log_weights), len(sizes), deadline,
                                      checkpoint_path,
                                      [(size, len(betas) - 1) for size in sizes]):

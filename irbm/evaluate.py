@@ -31,6 +31,7 @@ from .ais import (
     make_betas,
     make_path,
     resolve_base,
+    resumed_label,
     run_batches,
     run_config,
     save_batches,
@@ -290,7 +291,8 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
         started -= restored  # the seconds the saved batches took count as this run's
         starts = range(0, rows.shape[0], chain_batch_size)
         with tqdm(total=(len(starts) - len(pieces)) * (len(schedule) - 1),
-                  disable=not progress, desc="RAISE", unit="step") as bar:
+                  disable=not progress or len(pieces) == len(starts),
+                  desc=resumed_label("RAISE", len(pieces), len(starts)), unit="step") as bar:
             shapes = [(min(chain_batch_size, rows.shape[0] - start), len(schedule))
                       for start in starts]  # the reverse chains' first transition is a step
             for batch in run_batches(len(pieces), len(starts), deadline, checkpoint_path,
