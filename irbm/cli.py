@@ -197,7 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "pin z while annealing, since the linear path can collapse onto z = 1 "
                           "and miss most of Z)")
     _latest_option(evaluate, "evaluate")
-    evaluate.add_argument("--seed", type=int, default=None, help="(default 0)")
+    evaluate.add_argument("--seed", type=int, default=None,
+                          help="seed of the AIS and RAISE chains (default 0)")
     evaluate.add_argument("--raise", dest="raise_rows", nargs="?", type=_raise_rows, const=0,
                           default=None, metavar="ROWS",
                           help="also RAISE's conservative test NLL (an upper bound in "

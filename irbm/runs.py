@@ -511,6 +511,12 @@ class StopOnDivergence(StopOnNonFinite):
         self.sound = now
 
 
+
+def _duration(seconds: float) -> str:
+    """An epoch's time in a 7-character cell: milliseconds below a second (a small model's
+    epochs of 30 ms read "0.0s" otherwise)."""
+    return f"{seconds * 1000:5.0f}ms" if seconds < 1 else f"{seconds:6.1f}s"
+
 class HistoryWriter(Callback):
     """Write history.json (and one line per epoch to ``echo``) after every epoch; with
     ``validation_lines``, the line of a `ValidateWithAIS` given no echo of its own follows
@@ -530,7 +536,7 @@ class HistoryWriter(Callback):
                       f"recon {metrics['reconstruction_error']:8.3f}  "
                       f"F(train) {metrics['train_free_energy']:9.3f}  "
                       + (f"F(valid) {valid:9.3f}  " if valid is not None else "")
-                      + f"{metrics['seconds']:6.1f}s")
+                      + _duration(metrics["seconds"]))
             if self.validation_lines and "valid_nll" in metrics:  # it ran this epoch
                 self.echo(_validation_line(metrics, trainer.history[:-1]))
 

@@ -216,6 +216,10 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
         if settings.profile != "irbm":  # the rules it sets are otherwise only in config.json
             message += f"\nprofile {settings.profile}: " + ", ".join(
                 f"{rule} {getattr(settings, rule)}" for rule in PROFILES[settings.profile])
+        if settings.batch_size > len(dataset.train):  # legal, but rarely what was meant
+            message += (f"\nnote: --batch-size {settings.batch_size} exceeds the "
+                        f"{len(dataset.train)} training rows: one update per epoch, on all "
+                        "of them")
     # The stream the trainer resolved (None: the device's default), so that config.json names
     # the generator the run draws from.
     record["settings"]["random_stream"] = trainer.config.random_stream

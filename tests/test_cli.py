@@ -1085,6 +1085,15 @@ def test_demo_quick_runs_end_to_end(tmp_path):
         model_digest(irbm.load(out_dir / family / "model.safetensors"))
 
 
+def test_the_epoch_lines_give_short_epochs_in_ms_and_a_batch_past_the_rows_is_noted(tmp_path):
+    result = run_cli("train", "rbm", "digits", "--out", tmp_path / "run", "--n-hidden", 3,
+                     "--epochs", 1, "--train-size", 100, "--batch-size", 500)
+    assert_ok(result)
+    assert "note: --batch-size 500 exceeds the 100 training rows: one update per epoch" in \
+        result.out
+    assert re.search(r"epoch +1/1 .* +\d+ms\n", result.out), result.out
+
+
 def test_a_named_npz_array_and_split_seed_are_the_runs_for_later_commands(tmp_path):
     """--data-key and --split-seed are recorded, so that evaluate loads the same rows (the run's
     data digest checks it), and resume refuses another split without --force."""
