@@ -203,6 +203,10 @@ def brute_force_log_likelihood(model, V):
 def test_score_samples_is_the_exact_log_likelihood(cls):
     X = binary_data()
     model = small(cls, dtype="float64", n_iter=5).fit(X)
+    with pytest.raises(AttributeError, match=r"log_partition_method_ is set by the first "
+                                             r"score_samples or score after a fit"):
+        getattr(model, "log_partition_method_")  # noqa: B009 - the attribute access is the test
+    assert not hasattr(model, "log_partition_")  # still an AttributeError, as hasattr needs
     expected, log_marginal = brute_force_log_likelihood(model, X)
     np.testing.assert_allclose(model.score_samples(X), expected, rtol=1e-9, atol=1e-9)
     assert model.score(X) == pytest.approx(expected.mean(), rel=1e-9)

@@ -50,6 +50,9 @@ _CHUNK_ROWS = 4096
 # Exact log Z enumerates 2**min(n_hidden, n_visible) terms: about a million at 20, a few seconds
 # (the core accepts up to 2**24, which can take minutes); larger models use AIS.
 _EXACT_MAX_UNITS = 20
+# Set by the first score after a fit (`_BaseBernoulliRBM._log_partition`), not by fit.
+_LOG_PARTITION_ATTRIBUTES = ("log_partition_", "log_partition_interval_", "log_partition_ess_",
+                             "log_partition_method_")
 # Pseudo-counts (fraction of the examples, on both outcomes) of the AIS base rate, as in
 # irbm.ais.data_base_rate (Salakhutdinov & Murray's base-rate model, kept finite).
 _BASE_RATE_SMOOTHING = 0.05
@@ -123,6 +126,14 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     _ordered = False
     #: The family has the iRBM's infinite geometric tail of untrained units.
     _infinite = False
+
+    def __getattr__(self, name: str):
+        # Only for attributes not found: ln Z's are set by the first score, not by fit.
+        if name in _LOG_PARTITION_ATTRIBUTES:
+            raise AttributeError(f"{type(self).__name__}.{name} is set by the first "
+                                 "score_samples or score after a fit (ln Z is computed on "
+                                 "first use, then cached): call one of them first")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # ------------------------------------------------------------------ to implement
     def _new_model(self, n_features: int, rng: np.random.RandomState):
@@ -344,8 +355,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self._fitted_arrays = tuple(np.array(array, copy=True) for array in (
             self.components_, self.intercept_hidden_, self.intercept_visible_))
         self.n_components_ = self._fitted_arrays[0].shape[0]
-        for name in ("log_partition_", "log_partition_interval_", "log_partition_ess_",
-                     "log_partition_method_"):
+        for name in _LOG_PARTITION_ATTRIBUTES:
             self.__dict__.pop(name, None)
 
     def _check_fitted(self) -> None:
