@@ -330,6 +330,12 @@ def test_plot_ais_convergence_with_infinite_lower_bounds(tmp_path):
     bottom, top = axes.get_ylim()
     assert np.isfinite(bottom) and bottom < 39.5 and top > 40.7
     assert axes.get_xscale() == "log"
+    # Plain labels at 1, 2 and 5 per decade, none on the minor ticks (they overlapped).
+    figure.canvas.draw()
+    labels = [t.get_text() for t in axes.get_xticklabels() if t.get_text()]
+    assert set(labels) >= {"10", "100", "1000", "5000"} and set(labels) <= {
+        f"{m * 10**k:g}" for m in (1, 2, 5) for k in range(6)}, labels
+    assert not any(t.get_text() for t in axes.xaxis.get_minorticklabels())
 
 
 def test_plot_ais_convergence_finite_and_errors(tmp_path):

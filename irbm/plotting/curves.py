@@ -5,7 +5,7 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, StrMethodFormatter
 
 from ._canvas import as_numpy, finish_figure, new_figure
 
@@ -120,6 +120,11 @@ def plot_ais_convergence(n_chains, log_z, log_z_low, log_z_high, path=None, *, e
                       fontsize=8, color="tab:red")
     if n_chains.min() > 0 and n_chains.max() >= 10 * n_chains.min():
         axes.set_xscale("log")
+        # Plain numbers at 1, 2 and 5 per decade: matplotlib's labels of the minor ticks
+        # (3x10^0, 4x10^0, ...) overlapped on a span of one or two decades.
+        axes.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axes.xaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
+        axes.xaxis.set_minor_formatter(NullFormatter())
     axes.set_ylim(bottom, top)
     axes.set_xlabel("number of AIS chains")
     axes.set_ylabel("ln Z")
