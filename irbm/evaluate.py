@@ -604,8 +604,10 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         # The floor's chains are cheap beside a level's (one Gibbs run of n_chains x 300 steps),
         # and more of them find more of the hidden vectors that hold the mass: on the CalTech101
         # RBM-100, 500 x 200 gave 2239.7, 4,000 x 300 2242.8 (AIS: 2240.3 at 128,000 temperatures).
-        floor = max(sampled_log_partition_floor(model, data if base_data is None else base_data,
-                                                n_chains=n_chains, n_steps=FLOOR_STEPS, seed=seed),
+        def new_floor():
+            return sampled_log_partition_floor(model, data if base_data is None else base_data,
+                                               n_chains=n_chains, n_steps=FLOOR_STEPS, seed=seed)
+        floor = max(new_floor() if work is None else work.floor(new_floor),
                     -math.inf if resume is None else resume.get("log_z_floor", -math.inf))
         schedules = _Schedules(model, routes, schedule, trajectory=trajectory,
                                base_data=base_data, pilot_data=pilot_data, seed=seed,

@@ -129,7 +129,10 @@ def test_the_budget_stops_the_first_level_between_saved_batches(tmp_path, monkey
     monkeypatch.setattr(evaluate, "CPU_CHAIN_BATCH", 5)
     model, rows, train = _model(), _data(4, 200, 0.5), _data(6, 300, 0.4)
     work = tmp_path / "work"
-    saved_batches = []
+    saved_batches, floors = [], []
+    real_floor = evaluate.sampled_log_partition_floor
+    monkeypatch.setattr(evaluate, "sampled_log_partition_floor",
+                        lambda *a, **k: floors.append(real_floor(*a, **k)) or floors[-1])
     for _ in range(2):
         with pytest.raises(BracketUnfinished, match=rf"stopped at the time budget \(1e-06 s\) "
                                                     rf"inside the level of 25 temperatures.*"
@@ -140,6 +143,7 @@ def test_the_budget_stops_the_first_level_between_saved_batches(tmp_path, monkey
             saved_batches.append(len(saved["batch_sizes"]))
     assert saved_batches == [1, 2]
     resumed = bracket_nll(model, rows, base_data=train, work_dir=work, **SETTINGS)
+    assert len(floors) == 1  # computed by the first call, read back by the two after it
     assert _without_seconds(resumed.levels) == _without_seconds(uninterrupted.levels)
     assert resumed.reasons == uninterrupted.reasons and not work.exists()
     alone = bracket_nll(model, rows, base_data=train, **{**SETTINGS, "max_seconds": 1e-6})
