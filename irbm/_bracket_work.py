@@ -30,6 +30,7 @@ from .kernels import runs_on
 
 SETTINGS_FILE = "settings.json"
 PILOTS_FILE = "pilots.npz"
+FLOOR_FILE = "floor.json"
 LOCK_FILE = "lock"
 _RUN_FILE = re.compile(r"^\d+-[a-z0-9-]+-(ais|raise)\.npz$")
 
@@ -83,8 +84,10 @@ class LevelWork:
 
     def _check(self, identity: dict):
         settings = self.directory / SETTINGS_FILE
-        # Settings alone (a bracket refused or failed before its first pilot) hold no work.
+        # Settings alone (a bracket refused or failed before its first pilot) hold no work, and
+        # a floor beside them may be another bracket's.
         if not any(self.directory.glob("*.npz")):
+            (self.directory / FLOOR_FILE).unlink(missing_ok=True)
             with atomic_write(settings, "w") as stream:
                 json.dump(identity, stream, indent=1)
         try:
@@ -126,15 +129,19 @@ class LevelWork:
     def floor(self, compute) -> float:
         """``compute()``, the certain floor of ln Z from the bracket's Gibbs chains, run once and
         then read back: each call resuming a level would otherwise redo those chains (4 of a
-        6-second call's seconds on a small MNIST iRBM)."""
-        saved = self._saved()
-        if "floor" not in saved:
-            saved["floor"] = np.array(float(compute()))
-            self._save(saved)
-        return float(saved["floor"])
+        6-second call's seconds on a small MNIST iRBM). Its own file, not work: a directory
+        holding only it and the settings may still be taken by another bracket."""
+        path = self.directory / FLOOR_FILE
+        try:
+            return float(json.loads(path.read_text())["floor"])
+        except (OSError, ValueError, KeyError, TypeError):  # none yet, or unreadable: again
+            floor = float(compute())
+            with atomic_write(path, "w") as stream:
+                json.dump({"floor": floor}, stream)  # -inf is written as -Infinity
+            return floor
 
     def _saved(self) -> dict:
-        """The pilots and the floor saved so far, {name: array}."""
+        """The pilots saved so far, {name: array}."""
         path = self.directory / PILOTS_FILE
         if not path.exists():
             return {}
@@ -177,7 +184,8 @@ def remove_work(directory):
 
 
 def _ours(name: str) -> bool:
-    return name in (SETTINGS_FILE, PILOTS_FILE, LOCK_FILE) or bool(_RUN_FILE.match(name))
+    return name in (SETTINGS_FILE, PILOTS_FILE, FLOOR_FILE, LOCK_FILE) or \
+        bool(_RUN_FILE.match(name))
 
 
 def _slug(name: str) -> str:

@@ -181,7 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Estimate ln Z by annealed importance sampling and the average NLL on "
         "train/valid/test with standard errors; with --bracket, the test NLL as an interval "
         "[optimistic (AIS), conservative (RAISE)], certified when at most --tolerance wide and "
-        "converged. Appends to evaluation.json in the run.")
+        "converged. A model small enough to enumerate (ln Z a sum of at most 2^20 terms) gets "
+        "its exact ln Z, AIS's kept beside it. Appends to evaluation.json in the run.")
     evaluate.add_argument("run", help="run directory")
     evaluate.add_argument("--chains", type=int, default=None, help="AIS chains (default 1000)")
     evaluate.add_argument("--betas", type=int, default=None, help="number of temperatures "

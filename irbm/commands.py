@@ -50,7 +50,7 @@ def run_evaluate(args):
     log_z, source = record.get("nll_log_z", record["log_z"]), record.get("log_z_source")
     if source == "exact":
         summary = f"ln Z = {log_z:.3f}  (exact)"
-    elif source == "floor" or log_z != record["log_z"]:  # the NLLs use the floor
+    elif source == "floor" or (log_z != record["log_z"] and log_z == record.get("log_z_floor")):
         summary = f"ln Z >= {log_z:.3f}  (the certain floor, which AIS's estimate lies below)"
     else:
         summary = (f"ln Z = {log_z:.3f}  (ln of Z-hat -/+ 3 sigma: [{record['log_z_low']:.3f}, "

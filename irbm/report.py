@@ -39,10 +39,11 @@ def _model_name(record: dict) -> str:
 
 
 def best_evaluation(run_dir) -> tuple[dict, str | None, list[dict]]:
-    """(the evaluation of the run's current model with the highest ln Z, None, the other
-    evaluations of that same model in file order), or (the latest evaluation, why it is stale,
-    []) when none is of the current model. The highest heads the row for its diagnostics; the
-    row's ln Z pools them all (`pooled_log_partition`)."""
+    """(the evaluation of the run's current model with an exact ln Z, else with the highest
+    ln Z, None, the other evaluations of that same model in file order), or (the latest
+    evaluation, why it is stale, []) when none is of the current model. It heads the row for
+    its diagnostics; the row's ln Z is the exact one, or pools them all
+    (`pooled_log_partition`)."""
     record, stale = runs.current_evaluation(run_dir)
     if stale:
         return record, stale, []
@@ -53,7 +54,9 @@ def best_evaluation(run_dir) -> tuple[dict, str | None, list[dict]]:
         if runs.staleness(run_dir, r, cache) is None:
             current.pop(r["log_z"], None)
             current[r["log_z"]] = r
-    best = max(current.values(), key=lambda r: r["log_z"])
+    # An enumerated ln Z heads its row (the latest such); else the highest AIS estimate does.
+    exact = [r for r in current.values() if r.get("log_z_source") == "exact"]
+    best = exact[-1] if exact else max(current.values(), key=lambda r: r["log_z"])
     # Only evaluations of the model the best one describes (a run's "best" and "latest"
     # models are both current, and their ln Z must not be pooled).
     same = [r for r in current.values()
@@ -174,7 +177,10 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
         # A certified bracket judged its own AIS runs: the point estimate's flag is its alone.
         ais += (" (unreliable alone; this row's bracket is certified)"
                 if bracket is not None and bracket["certified"] else " (unreliable)")
-    if others:
+    if record.get("log_z_source") == "exact":
+        ais += "; not used: ln Z exact (enumerated)" + (
+            f", {len(others)} other evaluation(s) by AIS beside it" if others else "")
+    elif others:
         ais += "; the highest ln Z of " + str(len(others) + 1) + " evaluations (" + ", ".join(
             f"{_number(r['log_z'])} {r.get('path', 'linear').split(':')[0]}" for r in others) \
             + " also ran; ln Z and the NLL pool them all)"

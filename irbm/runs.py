@@ -395,15 +395,23 @@ def stale_inputs(run_dir, which="best") -> dict[str, str]:
         if reason is not None:
             problems[SAMPLES_FILE] = (f"{samples} is {reason}: run `irbm sample {run_dir}"
                                       f"{latest}` again")
-    records = read_evaluations(run_dir)
-    if records and (run_dir / AIS_WEIGHTS_FILE).exists():
-        # The weights are the last evaluation's, which may be of the run's other model.
-        reason = staleness(run_dir, records[-1], cache) or _not_the_model(
-            run_dir, records[-1], wanted, which, "computed", cache)
+    record = weights_record(run_dir)  # which may be of the run's other model
+    if record is not None and (run_dir / AIS_WEIGHTS_FILE).exists():
+        reason = staleness(run_dir, record, cache) or _not_the_model(
+            run_dir, record, wanted, which, "computed", cache)
         if reason is not None:
             problems[AIS_WEIGHTS_FILE] = (f"{run_dir / AIS_WEIGHTS_FILE} is {reason}: run "
                                           f"`irbm evaluate {run_dir}{latest}` again")
     return problems
+
+
+def weights_record(run_dir) -> dict | None:
+    """The evaluation whose AIS log-weights ``ais_log_weights.npy`` holds: the last one that
+    ran AIS (a re-judged bracket, appended with a new floor or a cross-check, wrote none), or
+    None."""
+    records = [r for r in read_evaluations(run_dir)
+               if not r.get("floor_chains") and not r.get("cross_checked")]
+    return records[-1] if records else None
 
 
 def _not_the_model(run_dir: Path, record: dict, wanted: str, which: str, verb: str,

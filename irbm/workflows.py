@@ -322,7 +322,10 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
 
     ``base`` None takes the family's default AIS base, with the training set for the data's
     base rate; ``path`` None takes the family's default annealing path; ``which="latest"``
-    evaluates the latest model rather than the best.
+    evaluates the latest model rather than the best. A model whose ln Z sums at most
+    `EXACT_TERMS` terms (`EnergyModel.exact_terms`) is evaluated with its exact ln Z, AIS's
+    estimate and warnings kept beside it ("ais_log_z", "ais_warnings"; not with ``bracket``,
+    which always anneals).
     ``raise_rows``: also RAISE's conservative test NLL (same temperatures) on the first
     ``raise_rows`` test rows (0: all of them; None: no RAISE).
     ``bracket``: instead of one AIS run, bracket the test NLL with `irbm.evaluate.bracket_nll`
@@ -466,12 +469,12 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
     floor = interval.log_partition_floor if bracket else sampled_log_partition_floor(
         model, dataset.train, n_chains=min(n_chains, 500), seed=seed or 0)
     record["log_z_floor"] = floor
-    if floor > result.log_z_high:  # within ln Z-hat's 3 sigma the gap is its noise
-        record["warnings"].append(_floor_warning(floor - result.log_z))
-    say(f"  effective sample size {result.effective_sample_size:.1f} of {result.n_chains} "
-        f"chains ({result.base} base)")
     # Enumerable: the NLLs need no estimate, and AIS's warnings judge only AIS.
     exact = not bracket and model.exact_terms() <= EXACT_TERMS
+    if floor > result.log_z_high:  # within ln Z-hat's 3 sigma the gap is its noise
+        record["warnings"].append(_floor_warning(floor - result.log_z, exact))
+    say(f"  effective sample size {result.effective_sample_size:.1f} of {result.n_chains} "
+        f"chains ({result.base} base)")
     label = ("AIS alone (not used)" if exact else
              "AIS's point estimate alone (the bracket above is certified)"
              if bracket and interval.certified else "warning")
@@ -507,7 +510,7 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
                           base_data=torch.as_tensor(dataset.train), progress=progress)
         record["raise"] = upper.summary()
         say(f"  test  NLL = {upper.mean:.3f} +/- {upper.stderr:.3f} by RAISE, conservative "
-            f"({len(rows)} examples; AIS on the same rows: "
+            f"({len(rows)} examples; {'exact' if exact else 'AIS'} on the same rows: "
             f"{nll(model, rows, log_z)[0]:.3f})")
     with atomic_write(run_dir / runs.AIS_WEIGHTS_FILE) as stream:
         np.save(stream, result.log_weights.numpy())
@@ -577,11 +580,12 @@ def _continued_settings(record, **given) -> tuple:
     return (*(stored[name] for name in options), stored["max_seconds"])
 
 
-def _floor_warning(gap: float) -> str:
+def _floor_warning(gap: float, exact: bool = False) -> str:
     return (f"ln Z-hat is at least {gap:.2f} nats too low (below ln sum_v exp(-F(v)) or ln "
             "sum_h exp(-G(h)) over the distinct visible or hidden vectors of Gibbs chains from "
-            "the training set, or of descents of G, a certain lower bound): the NLLs below use "
-            "that floor instead, and like it err on the optimistic side")
+            "the training set, or of descents of G, a certain lower bound)" + (
+                "" if exact else ": the NLLs below use that floor instead, and like it err on "
+                "the optimistic side"))
 
 
 def _split_nlls(model, dataset, log_z: float, say) -> dict:
@@ -744,6 +748,9 @@ def sample_run(run_dir, *, n_samples=16, n_steps=10000, init="random", z_max_ini
         raise ValueError(f"--z-max-init (Python: z_max_init=True) starts z at its largest "
                          f"value, and {run_dir}'s {model.display_name} has no z: leave it out")
     n_test = 0 if dataset.test is None else len(dataset.test)
+    if init == "data" and not n_test:
+        raise ValueError(f"--init data (Python: init='data') starts the chains from test rows, "
+                         f"and {run_dir} has none: start them from --init random")
     if init == "data" and n_samples is not None and n_samples > n_test:
         raise ValueError(f"--n {n_samples} with --init data (Python: n_samples=, init='data'): "
                          f"each chain starts from a test row of {run_dir}, which has {n_test}; "

@@ -224,12 +224,15 @@ def test_another_brackets_work_is_refused_before_any_work(tmp_path, monkeypatch)
     (work / "settings.json").write_text("{not json")
     with pytest.raises(ValueError, match="settings.json is unreadable .*; delete"):
         bracket_nll(model, rows, base_data=train, work_dir=work, **SETTINGS)
-    # Settings alone hold no work (a call refused before its first pilot): replaced.
+    # Settings alone hold no work (a call refused before its first pilot): replaced, and a
+    # floor beside them (the other bracket's) is not read.
     for path in work.glob("*.npz"):
         path.unlink()
+    (work / "floor.json").write_text('{"floor": 1e9}')
     kept = bracket_nll(model, rows, base_data=train, work_dir=work, keep_work=True,
                        **{**SETTINGS, "max_betas": 25})
     assert kept.levels and (work / "25-pinned-ais.npz").exists()
+    assert kept.log_partition_floor < 1e9
     from irbm._bracket_work import remove_work
     remove_work(work)
     assert not work.exists()

@@ -277,10 +277,26 @@ def test_evaluate_enumerates_ln_z_where_it_is_cheap(run_dir, tmp_path, monkeypat
     assert row["ln Z-hat"] == f"{exact:.2f}" and row["ln(Z-hat -/+ 3 sigma)"] == \
         f"[{exact:.2f}, {exact:.2f}]"
     assert row["Avg. test NLL"].split(" +/- ")[0] == f"{free + exact:.2f}"
+    assert "not used: ln Z exact (enumerated), 1 other evaluation(s) by AIS beside it" in \
+        row["AIS (base, chains x temperatures, ESS, path)"]
+    # An AIS estimate above the exact value (here: made so) does not head the row.
+    stored = json.loads((run_dir / "evaluation.json").read_text())
+    stored["evaluations"][0]["log_z"] = exact + 1.0
+    (run_dir / "evaluation.json").write_text(json.dumps(stored))
+    (row,) = parse_markdown_table(run_cli("report", run_dir, "--out", tmp_path / "again").out
+                                  and (tmp_path / "again" / "report.md").read_text())
+    assert row["ln Z-hat"] == f"{exact:.2f}" and "(unreliable" not in str(row)
+    # The AIS convergence figure draws the exact ln Z beside the estimates.
+    from irbm.plotting import run as figures
+    drawn, real = [], figures.plot_ais_convergence
+    monkeypatch.setattr(figures, "plot_ais_convergence",
+                        lambda *a, **k: drawn.append(k.get("exact")) or real(*a, **k))
+    assert_ok(run_cli("plot", run_dir))
+    assert drawn == [exact]
 
 
 def test_a_floor_above_ais_gives_one_nll_in_evaluate_and_report(run_dir, tmp_path,
-                                                                 monkeypatch):
+                                                                 monkeypatch, capsys):
     """ln Z is at least the floor for certain, so a floor above the AIS estimate is the ln Z
     of the NLLs: irbm evaluate (and so the sweep table) used AIS's within its noise while
     irbm report used the floor, two test NLLs for one evaluation, neither saying why (a user's
@@ -301,6 +317,7 @@ def test_a_floor_above_ais_gives_one_nll_in_evaluate_and_report(run_dir, tmp_pat
     record = evaluations(run_dir)[-1]
     floor = estimates[-1].log_z + 0.5
     assert record["log_z"] == estimates[-1].log_z and record["nll_log_z"] == floor
+    assert f"ln Z >= {floor:.3f}  (the certain floor" in capsys.readouterr().out
     model = load_run_model(run_dir, which="best")
     test = torch.as_tensor(load_run_dataset(run_dir).test, dtype=torch.float32)
     with torch.no_grad():
@@ -807,8 +824,8 @@ def test_an_interrupted_bracket_resumes_where_it_stopped(run_dir, monkeypatch, c
         capsys.readouterr().err
     work = run_dir / "bracket_partial"
     assert sorted(path.name for path in work.iterdir()) == [
-        "20-linear-ais.npz", "20-linear-raise.npz", "40-linear-ais.npz", "lock", "pilots.npz",
-        "settings.json"]
+        "20-linear-ais.npz", "20-linear-raise.npz", "40-linear-ais.npz", "floor.json", "lock",
+        "pilots.npz", "settings.json"]
     before = snapshot(run_dir)
     refusal = run_cli(*command(run_dir, seed=5))
     assert refusal.code != 0 and "holds the unfinished level of another bracket (it differs " \
@@ -916,6 +933,12 @@ def test_sample_and_plot_take_the_latest_model_when_told_and_say_which_they_used
         "model (model.safetensors): run `irbm evaluate " + str(run) + " --latest` again" in \
         plotted.out, plotted.out
     assert_ok(run_cli("evaluate", run, "--chains", 10, "--betas", 20, "--latest"))
+    assert "ais_log_weights" not in run_cli("plot", run, "--latest").out
+    # A re-judged record of the best model (--floor-chains, a cross-check) writes no weights:
+    # the latest model's stay current.
+    stored = json.loads((run / "evaluation.json").read_text())
+    stored["evaluations"].append({**stored["evaluations"][0], "floor_chains": 40})
+    (run / "evaluation.json").write_text(json.dumps(stored))
     assert "ais_log_weights" not in run_cli("plot", run, "--latest").out
     # Best and latest are one model when the last epoch was the best: nothing is stale then.
     import shutil

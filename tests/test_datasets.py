@@ -483,6 +483,8 @@ def test_a_named_array_of_an_npz_and_a_split_seed(tmp_path):
     with pytest.raises(ValueError, match=r"key='Z' \(--data-key\) is not one of its arrays "
                                          r"\['X', 'y'\]"):
         load_user_data(tmp_path / "xy.npz", key="Z")
+    with pytest.raises(ValueError, match=r"split_seed \(--split-seed\) must lie in \[0, 2\^32\)"):
+        load_user_data(tmp_path / "rows.npy", split_seed=2**32)
     with pytest.raises(ValueError, match=r"names an array of a .npz file; a .npy file holds one"):
         load_user_data(tmp_path / "rows.npy", key="X")
     np.savez(tmp_path / "split.npz", train=rows[:40], valid=rows[40:45], test=rows[45:])

@@ -207,6 +207,8 @@ def test_score_samples_is_the_exact_log_likelihood(cls):
                                              r"score_samples or score after a fit"):
         getattr(model, "log_partition_method_")  # noqa: B009 - the attribute access is the test
     assert not hasattr(model, "log_partition_")  # still an AttributeError, as hasattr needs
+    with pytest.raises(AttributeError, match="components_"):  # a property's own message
+        getattr(small(cls), "_n_features_out")  # noqa: B009 - the attribute access is the test
     expected, log_marginal = brute_force_log_likelihood(model, X)
     np.testing.assert_allclose(model.score_samples(X), expected, rtol=1e-9, atol=1e-9)
     assert model.score(X) == pytest.approx(expected.mean(), rel=1e-9)

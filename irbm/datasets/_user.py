@@ -78,6 +78,8 @@ def load_user_data(path, *, binarize: str | None = None, threshold: float = 0.5,
     if path.suffix.lower() not in readers:
         raise ValueError(f"{path}: unsupported file type {path.suffix!r}; expected .npy, .npz "
                          f"or .csv")
+    if split_seed is not None and not 0 <= split_seed < 2**32:  # numpy's RandomState's range
+        raise ValueError(f"split_seed (--split-seed) must lie in [0, 2^32), got {split_seed}")
     if key is not None and path.suffix.lower() != ".npz":
         raise ValueError(f"{path}: key={key!r} (--data-key) names an array of a .npz file; a "
                          f"{path.suffix} file holds one array: leave it out")

@@ -84,6 +84,9 @@ def figures_for_run(run_dir, dataset, *, device=None, stale=(), which="best") ->
         (figures / "ais_convergence.png").unlink(missing_ok=True)
     elif weights_file.exists():
         log_weights = np.load(weights_file, allow_pickle=False)
+        record = runs.weights_record(run_dir)
+        exact = record["log_z"] if record and record.get("log_z_source") == "exact" else None
         if len(log_weights) >= 2:
-            plot_ais_convergence(*convergence_curve(log_weights), keep("ais_convergence.png"))
+            plot_ais_convergence(*convergence_curve(log_weights), keep("ais_convergence.png"),
+                                 exact=exact)
     return written

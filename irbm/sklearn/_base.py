@@ -133,6 +133,9 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             raise AttributeError(f"{type(self).__name__}.{name} is set by the first "
                                  "score_samples or score after a fit (ln Z is computed on "
                                  "first use, then cached): call one of them first")
+        prop = getattr(type(self), name, None)
+        if isinstance(prop, property) and prop.fget is not None:
+            prop.fget(self)  # a property that raised AttributeError: raise its own message
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # ------------------------------------------------------------------ to implement
