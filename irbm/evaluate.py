@@ -53,6 +53,7 @@ from .bracket import (
     verdict,
 )
 from .floor import FLOOR_STEPS, free_energies, sampled_log_partition_floor
+from .models import require_full_precision
 from .tempering import estimate_log_partition_tempering
 
 CPU_CHAIN_BATCH = 250  # chains per batch of a bracket's runs off the GPU (`bracket_nll`)
@@ -271,6 +272,7 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
     n_repeats = int(n_repeats)
     if n_repeats < 1:
         raise ValueError(f"n_repeats must be >= 1, got {n_repeats}")
+    require_full_precision(model.dtype, "RAISE")
     data = model.check_visible(torch.as_tensor(data))
     if seed is None:
         seed = int(torch.randint(0, 2**62, (1,)))

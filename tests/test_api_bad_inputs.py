@@ -54,6 +54,31 @@ def test_save_to_a_directory_names_the_fix(tmp_path):
         irbm.save(irbm.RBM(6, 3), tmp_path)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_models_store_but_do_not_train_or_anneal(dtype):
+    """float16 and bfloat16 models were accepted, then failed inside numpy's generator or
+    torch's conversions: training and the estimators refuse them by name."""
+    from irbm.evaluate import ais_nll, raise_nll
+    model, rows = irbm.RBM(16, 4, dtype=dtype), torch.ones(3, 16, dtype=dtype)
+    for what, call in [("training", lambda: irbm.Trainer(model)),
+                       ("AIS", lambda: ais_nll(model, rows, n_chains=4, n_betas=4)),
+                       ("RAISE", lambda: raise_nll(model, rows, n_betas=4))]:
+        with pytest.raises(ValueError, match=rf"{what} runs in float32 or float64, and this "
+                                             rf"model is {dtype}: convert it first"):
+            call()
+    # A float32 copy for the estimate is fine.
+    assert ais_nll(model, rows.float(), n_chains=4, n_betas=4, dtype=torch.float32,
+                   progress=False).log_partition.n_chains == 4
+
+
+def test_an_unusable_device_is_named_by_the_estimators_and_the_trainer():
+    from irbm.ais import estimate_log_partition
+    for call in (lambda: estimate_log_partition(irbm.RBM(8, 2), 4, 4, device="nonsense"),
+                 lambda: irbm.Trainer(irbm.RBM(8, 2), device="nonsense")):
+        with pytest.raises(ValueError, match="device 'nonsense' is not usable here"):
+            call()
+
+
 def test_float16_model_round_trips(tmp_path):
     model = irbm.RBM(6, 3, dtype=torch.float16)
     irbm.save(model, tmp_path / "half.safetensors")

@@ -17,6 +17,7 @@ from ._base import (
                     binary_configurations,
                     check_device,
                     check_dtype,
+                    require_full_precision,
                     take_units,
 )
 from ._bipartite import BipartiteModel, BipartitePath
@@ -32,4 +33,5 @@ __all__ = ["EnergyModel", "Gradients", "BipartiteModel", "HiddenState", "Paramet
            "RBM", "OrderedRBM", "InfiniteRBM",
            "FAMILIES",
            "build_model", "family_class", "register_family", "binary_configurations",
-           "take_units", "bernoulli", "check_device", "check_dtype", "DTYPES"]
+           "take_units", "bernoulli", "check_device", "check_dtype", "DTYPES",
+           "require_full_precision"]

@@ -53,6 +53,15 @@ def check_dtype(dtype) -> torch.dtype:
                          f"torch.float32 or 'float64', got {dtype!r}")
     return chosen
 
+def require_full_precision(dtype: torch.dtype, what: str) -> None:
+    """ValueError unless ``dtype`` is float32 or float64: training and the estimators of ln Z
+    sum thousands of terms (float16 and bfloat16 models store and sample, but failed deep
+    inside numpy's generator or torch's conversions there)."""
+    if dtype not in DTYPES.values():
+        raise ValueError(f"{what} runs in float32 or float64, and this model is {dtype}: "
+                         "convert it first, e.g. model.to(torch.float32)")
+
+
 @dataclass(frozen=True)
 class ParameterSpec:
     """How the trainer treats one parameter.
