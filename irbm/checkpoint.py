@@ -71,8 +71,11 @@ def read_checkpoint(path) -> tuple[dict[str, torch.Tensor], dict]:
     if header.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not an irbm checkpoint")
     if header.get("version") != str(VERSION):
+        newer = str(header.get("version", "")).isdigit() and int(header["version"]) > VERSION
         raise CheckpointError(f"{path} has checkpoint version {header.get('version')}, "
-                              f"this irbm reads version {VERSION}")
+                              f"this irbm reads version {VERSION}" + (
+                                  ": it was written by a newer irbm; upgrade this one (pip "
+                                  "install -U irbm, or pull the repository)" if newer else ""))
     if header.get("sha256") != _checksum(tensors, header.get("metadata", "")):
         raise CheckpointError(f"checkpoint {path} is corrupt: checksum mismatch")
     try:

@@ -14,6 +14,7 @@ import numbers
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 
@@ -60,7 +61,11 @@ CPU_CHAIN_BATCH = 250  # chains per batch of a bracket's runs off the GPU (`brac
 
 
 def _log_partition_value(log_z) -> float:
-    value = float(log_z.log_z if isinstance(log_z, AISResult) else log_z)
+    value = log_z.log_z if isinstance(log_z, AISResult) else log_z
+    if isinstance(value, (str, bytes, bool)) or not isinstance(value, (numbers.Real, torch.Tensor,
+                                                                       np.generic)):
+        raise ValueError(f"log_z must be a number or an AISResult, got {log_z!r}")
+    value = float(value)
     if not math.isfinite(value):
         raise ValueError(f"log_z must be finite, got {value}")
     return value

@@ -567,6 +567,9 @@ class ValidateWithAIS(Callback):
 
     def __init__(self, run_dir, valid, every: int, *, base_data=None, n_chains=100, n_betas=1000,
                  seed=0, echo=None):
+        if isinstance(every, bool) or int(every) != every or every < 1:
+            raise ValueError(f"every must be a whole number of epochs >= 1, got {every!r} "
+                             "(leave the callback out for no validation)")
         self.run_dir, self.valid, self.every = Path(run_dir), valid, int(every)
         self.base_data = base_data
         self.n_chains, self.n_betas, self.seed, self.echo = n_chains, n_betas, seed, echo

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numbers
 import time
 import warnings
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -88,6 +89,23 @@ class Callback:
 
     def on_fit_end(self, trainer: Trainer):
         pass
+
+
+def _as_callbacks(callbacks) -> list[Callback]:
+    """``callbacks`` (an iterable of `Callback` or callables ``f(trainer, metrics)``) as
+    Callbacks; ValueError naming the contract for anything else, before any epoch runs."""
+    if isinstance(callbacks, Callback) or callable(callbacks) or not isinstance(
+            callbacks, Iterable):
+        raise ValueError(f"callbacks must be a list of Callback objects or functions "
+                         f"f(trainer, metrics), got {callbacks!r}: wrap one in a list")
+    chosen = []
+    for callback in callbacks:
+        if not isinstance(callback, Callback) and not callable(callback):
+            raise ValueError(f"callback {callback!r} is neither an irbm.training.Callback nor "
+                             "a function f(trainer, metrics)")
+        chosen.append(callback if isinstance(callback, Callback) else
+                      _FunctionCallback(callback))
+    return chosen
 
 
 class _FunctionCallback(Callback):
@@ -475,7 +493,7 @@ class Trainer:
     def _fit(self, train, epochs, valid, callbacks, threads, keep_enclosing) -> list[dict]:
         train = self._as_data(train)
         valid = None if valid is None else self._as_data(valid)
-        callbacks = [c if isinstance(c, Callback) else _FunctionCallback(c) for c in callbacks]
+        callbacks = _as_callbacks(callbacks)
         self.callbacks = callbacks
         if self.chains is None:
             self.chains = self._initial_chains()

@@ -9,6 +9,7 @@ import signal
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from _cli_helpers import exit_with_cli, run_cli
@@ -77,6 +78,37 @@ def test_an_unusable_device_is_named_by_the_estimators_and_the_trainer():
                  lambda: irbm.Trainer(irbm.RBM(8, 2), device="nonsense")):
         with pytest.raises(ValueError, match="device 'nonsense' is not usable here"):
             call()
+
+
+def test_callbacks_log_z_and_validation_are_checked_by_their_contracts(tmp_path):
+    from irbm.evaluate import nll
+    from irbm.runs import ValidateWithAIS
+    model, rows = irbm.RBM(8, 2), torch.ones(3, 8)
+    trainer = irbm.Trainer(model, progress=False)
+    with pytest.raises(ValueError, match=r"callbacks must be a list of Callback objects or "
+                                         r"functions f\(trainer, metrics\), got .*: wrap one"):
+        trainer.fit(rows, 1, callbacks=lambda trainer, metrics: None)
+    with pytest.raises(ValueError, match="is neither an irbm.training.Callback nor a function"):
+        trainer.fit(rows, 1, callbacks=[object()])
+    assert trainer.epoch == 0  # refused before any epoch
+    with pytest.raises(ValueError, match=r"log_z must be a number or an AISResult, got '3'"):
+        nll(model, rows, "3")
+    assert nll(model, rows, np.float64(3.0)) == nll(model, rows, 3.0)
+    with pytest.raises(ValueError, match=r"every must be a whole number of epochs >= 1, got 0"):
+        ValidateWithAIS(tmp_path, rows, 0)
+
+
+def test_a_checkpoint_from_a_newer_irbm_says_to_upgrade(tmp_path):
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+    path = tmp_path / "model.safetensors"
+    irbm.save(irbm.RBM(6, 3), path)
+    with safe_open(path, framework="pt") as reader:
+        header = reader.metadata()
+    save_file(load_file(path), path, metadata={**header, "version": "2"})
+    with pytest.raises(ValueError, match=r"has checkpoint version 2, this irbm reads version 1: "
+                                         r"it was written by a newer irbm; upgrade this one"):
+        irbm.load(path)
 
 
 def test_float16_model_round_trips(tmp_path):

@@ -226,6 +226,7 @@ def plot_training_curves(history, path=None, *, title=None):
         if len(panel_keys) > 1:
             axes.legend(fontsize=8)
     axes_list[-1].set_xlabel("epoch")
+    axes_list[-1].xaxis.set_major_locator(MaxNLocator(integer=True))  # no epoch 1.5
     if constant:
         axes_list[-1].annotate(
             "constant: " + ", ".join(f"{_label(key)} = "
