@@ -294,8 +294,11 @@ def _callbacks(settings, out, train, valid, record, echo) -> list:
     # The averaged model's run directory gets the run's marker and settings, not its history:
     # the per-epoch metrics there were measured on the raw parameters.
     records = (runs.MARKER_FILE, runs.CONFIG_FILE)
-    return callbacks + [runs.HistoryWriter(out, settings.epochs, echo, validation_lines=True),
-                        CheckpointEvery(out, records=records)]
+    # The checkpoint before history.json: a kill between the two leaves the history one epoch
+    # behind the checkpoint (rewritten on resume), never ahead of it with an epoch the resumed
+    # run then trains again (a sweep's killed worker showed it).
+    return callbacks + [CheckpointEvery(out, records=records),
+                        runs.HistoryWriter(out, settings.epochs, echo, validation_lines=True)]
 
 
 def _check_split_sizes(settings: Settings, whole) -> None:

@@ -1085,6 +1085,22 @@ def test_demo_quick_runs_end_to_end(tmp_path):
         model_digest(irbm.load(out_dir / family / "model.safetensors"))
 
 
+def test_history_is_written_after_the_checkpoint_of_its_epoch(tmp_path, monkeypatch):
+    """A kill between the two then leaves history.json behind the checkpoint, never ahead of it
+    with an epoch the resumed run trains again (a sweep's killed worker showed one)."""
+    from irbm import checkpoint, runs
+    seen, real = [], runs.HistoryWriter.on_epoch_end
+
+    def spy(self, trainer, metrics):
+        _, metadata = checkpoint.read_checkpoint(self.path.parent / checkpoint.MODEL_FILE)
+        seen.append((metrics["epoch"], int(metadata["epoch"])))
+        return real(self, trainer, metrics)
+    monkeypatch.setattr(runs.HistoryWriter, "on_epoch_end", spy)
+    assert_ok(run_cli("train", "rbm", "digits", "--out", tmp_path / "run", "--n-hidden", 3,
+                      "--epochs", 3, "--quiet"))
+    assert seen == [(1, 1), (2, 2), (3, 3)]
+
+
 def test_the_epoch_lines_give_short_epochs_in_ms_and_a_batch_past_the_rows_is_noted(tmp_path):
     result = run_cli("train", "rbm", "digits", "--out", tmp_path / "run", "--n-hidden", 3,
                      "--epochs", 1, "--train-size", 100, "--batch-size", 500)
