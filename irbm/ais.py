@@ -39,7 +39,7 @@ from ._ais_chains import check_path, run_chains, run_reverse_chains
 from ._io import atomic_write
 from ._threads import chooses_threads
 from .kernels import runs_on
-from .models import TrajectoryPath, check_device, require_full_precision
+from .models import TrajectoryPath, check_device, check_dtype, require_full_precision
 
 MIN_JUDGED_CHAINS = 30  # AIS chains below which the spread of the weights says too little
 
@@ -584,7 +584,9 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
                                  device=generator.device if generator is not None else None))
     n_chains, chain_batch_size, seed = int(n_chains), int(chain_batch_size), int(seed)
     check_device(device)
-    require_full_precision(dtype or model.dtype, "AIS")
+    dtype = None if dtype is None else check_dtype(dtype)  # "float64" names one too
+    require_full_precision(dtype or model.dtype, "AIS",
+                           "this model" if dtype is None else "dtype=")
     device = torch.device(device) if device is not None else model.device
     if device.type == model.device.type and device.index is None:
         device = model.device  # "cuda" names the model's own cuda:N: no copy

@@ -74,8 +74,9 @@ def read_checkpoint(path) -> tuple[dict[str, torch.Tensor], dict]:
         newer = str(header.get("version", "")).isdigit() and int(header["version"]) > VERSION
         raise CheckpointError(f"{path} has checkpoint version {header.get('version')}, "
                               f"this irbm reads version {VERSION}" + (
-                                  ": it was written by a newer irbm; upgrade this one (pip "
-                                  "install -U irbm, or pull the repository)" if newer else ""))
+                                  ": it was written by a newer irbm; update this one (git "
+                                  "pull in its checkout, then pip install -e .)" if newer
+                                  else ""))
     if header.get("sha256") != _checksum(tensors, header.get("metadata", "")):
         raise CheckpointError(f"checkpoint {path} is corrupt: checksum mismatch")
     try:

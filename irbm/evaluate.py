@@ -62,8 +62,9 @@ CPU_CHAIN_BATCH = 250  # chains per batch of a bracket's runs off the GPU (`brac
 
 def _log_partition_value(log_z) -> float:
     value = log_z.log_z if isinstance(log_z, AISResult) else log_z
-    if isinstance(value, (str, bytes, bool)) or not isinstance(value, (numbers.Real, torch.Tensor,
-                                                                       np.generic)):
+    number = isinstance(value, (numbers.Real, np.number)) or (
+        isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim == 0)
+    if not number or isinstance(value, (bool, np.bool_)):
         raise ValueError(f"log_z must be a number or an AISResult, got {log_z!r}")
     value = float(value)
     if not math.isfinite(value):

@@ -535,8 +535,18 @@ class HistoryWriter(Callback):
         self.total_epochs, self.echo = total_epochs, echo
         self.validation_lines = validation_lines
 
-    def on_epoch_end(self, trainer, metrics):
+    def _write(self, trainer):
         write_json(self.path, {"history": trainer.history, "size_history": trainer.size_history})
+
+    def on_fit_start(self, trainer):
+        # The checkpoint is written before the history (`irbm.workflows`): a kill between the
+        # two leaves the file an epoch behind, which a resume with nothing left to train would
+        # otherwise never write again (a sweep then takes the trial for unfinished).
+        if trainer.history:
+            self._write(trainer)
+
+    def on_epoch_end(self, trainer, metrics):
+        self._write(trainer)
         if self.echo:
             valid = metrics.get("valid_free_energy")
             self.echo(f"epoch {metrics['epoch']:>4}/{self.total_epochs}  "
@@ -591,7 +601,7 @@ class ValidateWithAIS(Callback):
             write_json(self.path, kept)
 
     def on_epoch_end(self, trainer, metrics):
-        if self.every <= 0 or trainer.epoch % self.every:
+        if trainer.epoch % self.every:
             return
         model = trainer.model
         base_data = self.valid if self.base_data is None else self.base_data

@@ -23,7 +23,7 @@ from ._io import atomic_write
 from ._threads import apply_threads, held_threads
 from .ais import batch_seed
 from .kernels import PhiloxGenerator
-from .models import EnergyModel, check_device, require_full_precision
+from .models import EnergyModel, check_device
 from .optim import Optimizer
 
 _MONITOR_ROWS = 2000  # examples used for the per-epoch metrics on the training set
@@ -240,7 +240,6 @@ class Trainer:
         if random_stream is not None and random_stream not in RANDOM_STREAMS:
             raise ValueError(f"random_stream must be one of {RANDOM_STREAMS} or None, got "
                              f"{random_stream!r}")
-        require_full_precision(model.dtype, "training")
         check_device(device)  # torch's own word for it ("not compiled with CUDA enabled")
         target = torch.device(device) if device is not None else model.device
         if random_stream is None:

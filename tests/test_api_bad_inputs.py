@@ -56,20 +56,24 @@ def test_save_to_a_directory_names_the_fix(tmp_path):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_half_precision_models_store_but_do_not_train_or_anneal(dtype):
-    """float16 and bfloat16 models were accepted, then failed inside numpy's generator or
-    torch's conversions: training and the estimators refuse them by name."""
+def test_half_precision_models_train_but_are_not_annealed(dtype):
+    """float16 and bfloat16 models train, store and sample, but AIS and RAISE on them failed
+    inside numpy's generator or torch's conversions: the estimators refuse them by name."""
     from irbm.evaluate import ais_nll, raise_nll
     model, rows = irbm.RBM(16, 4, dtype=dtype), torch.ones(3, 16, dtype=dtype)
-    for what, call in [("training", lambda: irbm.Trainer(model)),
-                       ("AIS", lambda: ais_nll(model, rows, n_chains=4, n_betas=4)),
+    irbm.Trainer(model, batch_size=3, progress=False).fit(rows, 1)
+    for what, call in [("AIS", lambda: ais_nll(model, rows, n_chains=4, n_betas=4)),
                        ("RAISE", lambda: raise_nll(model, rows, n_betas=4))]:
         with pytest.raises(ValueError, match=rf"{what} runs in float32 or float64, and this "
-                                             rf"model is {dtype}: convert it first"):
+                                             rf"model is {dtype}: convert the model first"):
             call()
-    # A float32 copy for the estimate is fine.
-    assert ais_nll(model, rows.float(), n_chains=4, n_betas=4, dtype=torch.float32,
-                   progress=False).log_partition.n_chains == 4
+    # A float32 copy for the estimate is fine, by dtype or by its name; a half one is not.
+    for name in (torch.float32, "float32"):
+        assert ais_nll(model, rows.float(), n_chains=4, n_betas=4, dtype=name,
+                       progress=False).log_partition.n_chains == 4
+    with pytest.raises(ValueError, match=r"AIS runs in float32 or float64, and dtype= is "
+                                         r"torch.float16: ask for torch.float32"):
+        ais_nll(irbm.RBM(16, 4), rows.float(), n_chains=4, n_betas=4, dtype=torch.float16)
 
 
 def test_an_unusable_device_is_named_by_the_estimators_and_the_trainer():
@@ -93,7 +97,11 @@ def test_callbacks_log_z_and_validation_are_checked_by_their_contracts(tmp_path)
     assert trainer.epoch == 0  # refused before any epoch
     with pytest.raises(ValueError, match=r"log_z must be a number or an AISResult, got '3'"):
         nll(model, rows, "3")
-    assert nll(model, rows, np.float64(3.0)) == nll(model, rows, 3.0)
+    assert nll(model, rows, np.float64(3.0)) == nll(model, rows, np.array(3.0)) == \
+        nll(model, rows, torch.tensor(3.0)) == nll(model, rows, 3.0)
+    for wrong in (True, np.bool_(True), np.array([3.0])):
+        with pytest.raises(ValueError, match="log_z must be a number or an AISResult"):
+            nll(model, rows, wrong)
     with pytest.raises(ValueError, match=r"every must be a whole number of epochs >= 1, got 0"):
         ValidateWithAIS(tmp_path, rows, 0)
 
@@ -107,7 +115,7 @@ def test_a_checkpoint_from_a_newer_irbm_says_to_upgrade(tmp_path):
         header = reader.metadata()
     save_file(load_file(path), path, metadata={**header, "version": "2"})
     with pytest.raises(ValueError, match=r"has checkpoint version 2, this irbm reads version 1: "
-                                         r"it was written by a newer irbm; upgrade this one"):
+                                         r"it was written by a newer irbm; update this one"):
         irbm.load(path)
 
 

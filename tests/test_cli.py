@@ -1099,6 +1099,14 @@ def test_history_is_written_after_the_checkpoint_of_its_epoch(tmp_path, monkeypa
     assert_ok(run_cli("train", "rbm", "digits", "--out", tmp_path / "run", "--n-hidden", 3,
                       "--epochs", 3, "--quiet"))
     assert seen == [(1, 1), (2, 2), (3, 3)]
+    # A kill between the last checkpoint and its history line: the resume with nothing left
+    # to train writes the history again (a sweep reads it to tell a finished trial).
+    history = tmp_path / "run" / "history.json"
+    stored = json.loads(history.read_text())
+    history.write_text(json.dumps({**stored, "history": stored["history"][:2]}))
+    assert_ok(run_cli("train", "rbm", "digits", "--out", tmp_path / "run", "--n-hidden", 3,
+                      "--epochs", 3, "--quiet"))
+    assert json.loads(history.read_text()) == stored
 
 
 def test_the_epoch_lines_give_short_epochs_in_ms_and_a_batch_past_the_rows_is_noted(tmp_path):

@@ -53,13 +53,16 @@ def check_dtype(dtype) -> torch.dtype:
                          f"torch.float32 or 'float64', got {dtype!r}")
     return chosen
 
-def require_full_precision(dtype: torch.dtype, what: str) -> None:
-    """ValueError unless ``dtype`` is float32 or float64: training and the estimators of ln Z
-    sum thousands of terms (float16 and bfloat16 models store and sample, but failed deep
-    inside numpy's generator or torch's conversions there)."""
+def require_full_precision(dtype: torch.dtype, what: str, source: str = "this model") -> None:
+    """ValueError unless ``dtype`` is float32 or float64: the estimators of ln Z sum thousands
+    of terms (float16 and bfloat16 models train, store and sample, but AIS and RAISE on them
+    failed deep inside numpy's generator or torch's conversions). ``source`` names where the
+    dtype came from ("this model", "dtype=")."""
     if dtype not in DTYPES.values():
-        raise ValueError(f"{what} runs in float32 or float64, and this model is {dtype}: "
-                         "convert it first, e.g. model.to(torch.float32)")
+        raise ValueError(f"{what} runs in float32 or float64, and {source} is {dtype}: "
+                         + ("convert the model first, e.g. model.to(torch.float32), or pass "
+                            "dtype=torch.float32" if source == "this model" else
+                            "ask for torch.float32 or torch.float64"))
 
 
 @dataclass(frozen=True)
