@@ -542,7 +542,15 @@ class HistoryWriter(Callback):
         # The checkpoint is written before the history (`irbm.workflows`): a kill between the
         # two leaves the file an epoch behind, which a resume with nothing left to train would
         # otherwise never write again (a sweep then takes the trial for unfinished).
-        if trainer.history:
+        if not trainer.history:
+            return
+        wanted = json.dumps({"history": trainer.history, "size_history": trainer.size_history},
+                            indent=2, allow_nan=True)  # as `write_json` writes it
+        try:
+            current = self.path.read_text()
+        except OSError:
+            current = None
+        if current != wanted:  # untouched when current: a refused or idle resume changes nothing
             self._write(trainer)
 
     def on_epoch_end(self, trainer, metrics):
