@@ -39,7 +39,7 @@ from ._ais_chains import check_path, run_chains, run_reverse_chains
 from ._io import atomic_write
 from ._threads import chooses_threads
 from .kernels import runs_on
-from .models import TrajectoryPath, check_device, check_dtype, require_full_precision
+from .models import EnergyModel, TrajectoryPath, check_device, check_dtype, require_full_precision
 
 MIN_JUDGED_CHAINS = 30  # AIS chains below which the spread of the weights says too little
 
@@ -512,6 +512,22 @@ def run_config(model, annealing, schedule: np.ndarray, base_name: str, base_bias
         **settings, "dtype": str(dtype), "device": device.type})
 
 
+def on_device(model: EnergyModel, device, dtype, what: str) -> EnergyModel:
+    """``model``, or a copy of it on ``device`` in ``dtype`` (a torch dtype or its name) where
+    either differs; ValueError naming an unusable device, or a precision below float32 for
+    ``what`` (the estimator)."""
+    check_device(device)
+    dtype = None if dtype is None else check_dtype(dtype)  # "float64" names one too
+    require_full_precision(dtype or model.dtype, what, "this model" if dtype is None else "dtype=")
+    device = torch.device(device) if device is not None else model.device
+    if device.type == model.device.type and device.index is None:
+        device = model.device  # "cuda" names the model's own cuda:N: no copy
+    dtype = dtype or model.dtype
+    if (device, dtype) != (model.device, model.dtype):
+        model = copy.deepcopy(model).to(device=device, dtype=dtype)
+    return model
+
+
 def resumed_label(name: str, saved: int, batches: int) -> str:
     """A progress bar's label: the run's name, and how many of its batches were saved by an
     earlier call (a bracket resumed call by call would otherwise look as if it started over)."""
@@ -583,16 +599,8 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
         seed = int(torch.randint(0, 2**62, (1,), generator=generator,
                                  device=generator.device if generator is not None else None))
     n_chains, chain_batch_size, seed = int(n_chains), int(chain_batch_size), int(seed)
-    check_device(device)
-    dtype = None if dtype is None else check_dtype(dtype)  # "float64" names one too
-    require_full_precision(dtype or model.dtype, "AIS",
-                           "this model" if dtype is None else "dtype=")
-    device = torch.device(device) if device is not None else model.device
-    if device.type == model.device.type and device.index is None:
-        device = model.device  # "cuda" names the model's own cuda:N: no copy
-    dtype = dtype or model.dtype
-    if (device, dtype) != (model.device, model.dtype):
-        model = copy.deepcopy(model).to(device=device, dtype=dtype)
+    model = on_device(model, device, dtype, "AIS")
+    device, dtype = model.device, model.dtype
     with torch.no_grad():
         base_bias, base_name = resolve_base(model, base, data)
         annealing = make_path(model, base_bias, path, trajectory)

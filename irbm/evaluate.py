@@ -31,6 +31,7 @@ from .ais import (
     load_batches,
     make_betas,
     make_path,
+    on_device,
     resolve_base,
     resumed_label,
     run_batches,
@@ -54,7 +55,6 @@ from .bracket import (
     verdict,
 )
 from .floor import FLOOR_STEPS, free_energies, sampled_log_partition_floor
-from .models import require_full_precision
 from .tempering import estimate_log_partition_tempering
 
 CPU_CHAIN_BATCH = 250  # chains per batch of a bracket's runs off the GPU (`bracket_nll`)
@@ -236,7 +236,8 @@ def repeat_gap(per_chain: torch.Tensor) -> float | None:
 def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, path=None,
               trajectory=None, base_data=None, n_repeats: int = 1, chain_batch_size: int = 1000,
               checkpoint_path=None, deadline: float | Deadline | None = None,
-              progress: bool = True, threads=None) -> RAISEEstimate:
+              progress: bool = True, threads=None, device=None,
+              dtype=None) -> RAISEEstimate:
     """mean_n -ln p-hat(v_n) by reverse annealing (RAISE): the pessimistic partner of `ais_nll`.
 
     For each data row, ``n_repeats`` reverse chains start at the row, take a Gibbs transition at
@@ -271,6 +272,9 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
         least one; a `irbm.ais.Deadline` shared by
         several runs lets a run stop before its first batch once another has run one.
     threads : int, optional: torch's CPU threads, as in `irbm.ais.estimate_log_partition`.
+    device, dtype : optional
+        Run on a copy of the model there and in that precision (float32 or float64), as
+        `irbm.ais.estimate_log_partition` does; default: the model's own.
     """
     if checkpoint_path is not None and seed is None:
         raise ValueError("resuming from checkpoint_path needs an explicit integer seed")
@@ -278,7 +282,7 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
     n_repeats = int(n_repeats)
     if n_repeats < 1:
         raise ValueError(f"n_repeats must be >= 1, got {n_repeats}")
-    require_full_precision(model.dtype, "RAISE")
+    model = on_device(model, device, dtype, "RAISE")
     data = model.check_visible(torch.as_tensor(data))
     if seed is None:
         seed = int(torch.randint(0, 2**62, (1,)))

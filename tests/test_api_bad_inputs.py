@@ -78,10 +78,19 @@ def test_half_precision_models_train_but_are_not_annealed(dtype):
 
 def test_an_unusable_device_is_named_by_the_estimators_and_the_trainer():
     from irbm.ais import estimate_log_partition
+    from irbm.evaluate import raise_nll
+    rows = torch.ones(3, 8)
     for call in (lambda: estimate_log_partition(irbm.RBM(8, 2), 4, 4, device="nonsense"),
+                 lambda: raise_nll(irbm.RBM(8, 2), rows, n_betas=4, device="nonsense"),
                  lambda: irbm.Trainer(irbm.RBM(8, 2), device="nonsense")):
         with pytest.raises(ValueError, match="device 'nonsense' is not usable here"):
             call()
+    # RAISE takes device and dtype as AIS does: on a copy, the model left as it was.
+    model = irbm.RBM(8, 2)
+    upper = raise_nll(model, rows, n_betas=8, seed=0, device="cpu", dtype="float64",
+                      progress=False)
+    same = raise_nll(model.to(torch.float64), rows, n_betas=8, seed=0, progress=False)
+    assert upper.mean == pytest.approx(same.mean, abs=1e-12)
 
 
 def test_callbacks_log_z_and_validation_are_checked_by_their_contracts(tmp_path):
