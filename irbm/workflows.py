@@ -500,6 +500,13 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
         else:  # every AIS run of the bracket, pooled (irbm.bracket.pooled_log_z)
             pooled, low, high = pool_estimates(level_estimates(interval.levels))
             record.update(log_z=pooled, log_z_low=low, log_z_high=high, log_z_source="pooled")
+        if model.exact_terms() <= EXACT_TERMS:  # the estimators checked against the truth
+            exact = nll(model, torch.as_tensor(dataset.test), model.log_partition_exact())[0]
+            record["exact_test_nll"] = exact
+            lower, upper = sorted((interval.optimistic, interval.conservative))  # may cross
+            outside = max(lower - exact, exact - upper, 0.0)
+            say(f"  exact test NLL {exact:.2f} (ln Z enumerated): "
+                + (f"{outside:.2f} nats outside the bracket" if outside else "inside the bracket"))
     elif floor > log_z:  # ln Z >= the floor for certain: the NLLs use it, as irbm report does
         log_z = floor
         say(f"  ln Z-hat {result.log_z:.3f} lies below the certain floor {floor:.3f}, which ln "

@@ -293,6 +293,18 @@ def test_evaluate_enumerates_ln_z_where_it_is_cheap(run_dir, tmp_path, monkeypat
                         lambda *a, **k: drawn.append(k.get("exact")) or real(*a, **k))
     assert_ok(run_cli("plot", run_dir))
     assert drawn == [exact]
+    # --bracket anneals all the same, and says where the exact NLL lies against it.
+    capsys.readouterr()
+    assert main(["evaluate", str(run_dir), "--bracket", "--chains", "10", "--betas", "50",
+                 "--raise", "20", "--max-seconds", "30"]) == 0
+    printed, record = capsys.readouterr().out, evaluations(run_dir)[-1]
+    assert record["log_z_source"] in ("pooled", "floor") and "bracket" in record
+    assert record["exact_test_nll"] == pytest.approx(free + exact, abs=1e-4)
+    assert f"exact test NLL {record['exact_test_nll']:.2f} (ln Z enumerated): " in printed
+    bracket = record["bracket"]
+    lower, upper = sorted((bracket["optimistic"], bracket["conservative"]))
+    inside = lower <= record["exact_test_nll"] <= upper
+    assert ("inside the bracket" in printed) == inside
 
 
 def test_a_floor_above_ais_gives_one_nll_in_evaluate_and_report(run_dir, tmp_path,
