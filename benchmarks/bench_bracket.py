@@ -141,7 +141,8 @@ def main():
                                       tolerance=args.tolerance, max_seconds=args.max_seconds,
                                       max_betas=args.max_betas, pilot_betas=args.pilot_betas,
                                       seed=0, n_chains=args.chains, n_betas=args.betas,
-                                      raise_repeats=args.raise_repeats, **options)
+                                      raise_repeats=args.raise_repeats, progress=False,
+                                      **options)
                 rows.append([label, model.n_hidden, name, bracket.n_betas, bracket.seconds,
                              bracket.optimistic, bracket.conservative, bracket.width,
                              "yes" if bracket.certified else "no",

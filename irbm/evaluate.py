@@ -456,7 +456,7 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                 n_betas: int = 1000, paths=None, bases=None, trajectory=None,
                 schedule: str = "tuned", pilot_data=None, resume=None,
                 raise_repeats: int = RAISE_REPEATS,
-                max_betas: int = 1_000_000, tempering=None, progress: bool = False,
+                max_betas: int = 1_000_000, tempering=None, progress: bool = True,
                 echo=None, pilot_betas: int | None = None, work_dir=None,
                 keep_work: bool = False, stop_inside_level: bool = True,
                 threads=None) -> Bracket:
@@ -538,6 +538,9 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         Also run the independent point estimate of `irbm.tempering` (True: its defaults, or a
         dict of its arguments) along the route of the optimistic side, after the levels; the
         bracket is not certified when it falls outside (`irbm.bracket.cross_check_reasons`).
+    progress : bool
+        A progress bar for each AIS and RAISE run (a level can take hours), as `ais_nll` and
+        `raise_nll` show by default.
     echo : callable(str), optional
         Called with one line per level.
     work_dir : path, optional
