@@ -375,6 +375,9 @@ def main(argv=None) -> int:
     except BracketUnfinished as stopped:  # not an error, but not the result asked for either
         print(f"irbm: {stopped}", file=sys.stderr)
         return 3
+    except commands.TrialsFailed as failed:  # the sweep ran, but not all of it succeeded
+        print(f"irbm: {failed}", file=sys.stderr)
+        return 1
     except (ValueError, OSError, KeyError, ImportError) as error:
         if os.environ.get("IRBM_DEBUG"):
             raise

@@ -90,9 +90,14 @@ def run_sweep(args):
                        data_dir=args.data_dir, threads=check_setting("threads", args.threads),
                        device=args.device, progress=args.progress, echo=print)
     if result["failed"]:
-        print(f"{len(result['failed'])} trials failed: {', '.join(result['failed'])} (see "
-              f"error.txt in each)")
+        raise TrialsFailed(f"{len(result['failed'])} of {result['done'] + len(result['failed'])}"
+                           f" trials run failed: {', '.join(result['failed'])} (see error.txt in "
+                           "each; the others are tabled, and rerunning the sweep retries these)")
     return result
+
+
+class TrialsFailed(RuntimeError):
+    """Some trials of a sweep failed (the command exits with status 1, its table written)."""
 
 
 def run_demo(args):

@@ -189,3 +189,15 @@ def test_a_checkpoint_directory_written_from_python_says_how_to_use_it(tmp_path)
     estimate = irbm.evaluate.ais_nll(irbm.load(str(tmp_path / "ck")),
                                      torch.as_tensor(data.test[:20]), n_chains=10, n_betas=20)
     assert estimate.mean > 0
+
+
+def test_a_sweep_with_failed_trials_exits_with_status_1(tmp_path, monkeypatch):
+    """A script or CI job must tell a sweep whose trials failed from one that succeeded."""
+    monkeypatch.setattr("irbm.sweep.run_sweep", lambda *args, **kwargs: {
+        "tables": [], "done": 3, "failed": ["lr=1e+30"], "skipped": 0})
+    result = run_cli("sweep", tmp_path / "sweep.toml", "--out", tmp_path / "out")
+    assert result.code == 1, result
+    assert "irbm: 1 of 4 trials run failed: lr=1e+30 (see error.txt in each" in result.err
+    monkeypatch.setattr("irbm.sweep.run_sweep", lambda *args, **kwargs: {
+        "tables": [], "done": 4, "failed": [], "skipped": 0})
+    assert_ok(run_cli("sweep", tmp_path / "sweep.toml", "--out", tmp_path / "out"))
