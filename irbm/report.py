@@ -204,7 +204,10 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
         "AIS (base, chains x temperatures, ESS, path)": ais,
         "RAISE test NLL": _raise_cell(upper, bracket),
         "ln Z-hat": _number(log_z),
-        "ln(Z-hat -/+ 3 sigma)": f"[{_number(log_z_low)}, {_number(log_z_high)}]",
+        # The certain floor is a lower limit with no upper one, not an interval of Z-hat.
+        "ln(Z-hat -/+ 3 sigma)": (f">= {_number(log_z)} (the certain floor)"
+                                  if math.isinf(log_z_high) and log_z_low == log_z else
+                                  f"[{_number(log_z_low)}, {_number(log_z_high)}]"),
         # mean F + ln Z: the record's NLL moved from the ln Z it used to the pool's.
         "Avg. test NLL": (f"{_number(nll['mean'] - _nll_log_z(record) + log_z)} +/- "
                           f"{_number(nll['stderr'])}"
