@@ -19,7 +19,7 @@ import torch
 
 from . import __version__, commands
 from .bracket import RAISE_REPEATS, SCHEDULES, BracketUnfinished
-from .checkpoint import TRAINER_FILE
+from .checkpoint import MODEL_FILE, TRAINER_FILE, CheckpointError, read_checkpoint
 from .models import FAMILIES
 from .settings import GROUPS, SPECS, SettingSpec
 
@@ -339,6 +339,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _checkpoint_epoch(run_dir) -> str:
+    """" (epoch N)" of the run's last model checkpoint, or "" where it cannot be read."""
+    try:
+        _, metadata = read_checkpoint(os.path.join(run_dir, MODEL_FILE))
+        return f" (epoch {int(metadata['epoch'])})"
+    except (CheckpointError, KeyError, TypeError, ValueError):
+        return ""
+
+
 # What Ctrl-C leaves, per command: each saves its work at its own boundaries.
 _INTERRUPTED = {
     "train": "the last checkpoint is intact, and the same command resumes from it",
@@ -370,6 +379,9 @@ def main(argv=None) -> int:
         left = _INTERRUPTED.get(args.command, "nothing was recorded")
         if args.command == "train" and not os.path.exists(os.path.join(args.out, TRAINER_FILE)):
             left = "before the first checkpoint: nothing to resume, the same command starts afresh"
+        elif args.command == "train":
+            left = left.replace("the last checkpoint is intact",
+                                f"the last checkpoint{_checkpoint_epoch(args.out)} is intact")
         print(f"irbm: interrupted; {left}", file=sys.stderr)
         return 130
     except BracketUnfinished as stopped:  # not an error, but not the result asked for either

@@ -1185,8 +1185,11 @@ def test_version_a_zero_step_sample_and_ctrl_c_before_the_first_checkpoint(
     assert result.code == 130 and result.err.strip() == (
         "irbm: interrupted; before the first checkpoint: nothing to resume, the same command "
         "starts afresh")
-    result = run_cli(*train_args("rbm", "digits", pipeline_run(pipeline, "digits-rbm")))
-    assert result.code == 130 and "the last checkpoint is intact" in result.err
+    run = pipeline_run(pipeline, "digits-rbm")
+    result = run_cli(*train_args("rbm", "digits", run))
+    epoch = irbm.checkpoint.read_checkpoint(run / "model.safetensors")[1]["epoch"]
+    assert result.code == 130 and f"the last checkpoint (epoch {int(epoch)}) is intact" in \
+        result.err, result.err
 
 
 def test_a_run_under_the_authors_profile_says_the_rules_it_takes(tmp_path):
