@@ -180,8 +180,7 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
     out = Path(out)
     resuming = _check_output(out, force)
     settings = replace(settings, dataset=dataset_key(settings.dataset)).resolved()
-    if resuming:
-        _check_resumed_settings(out, settings, force)
+    forced = _check_resumed_settings(out, settings, force) if resuming else {}
     # A resumed run reads the data it was trained on: from where it came, checked by sha256.
     data_dir = runs.run_data_dir(out, data_dir) if resuming else data_dir
     whole = _load_training_data(settings, data_dir)
@@ -208,6 +207,15 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
                              "left as it is)")
         message = (f"resuming {out} at epoch {trainer.epoch} "
                    f"({trainer.model.n_hidden} hidden units)")
+        # config.json holds the settings now in force; what --force changed, and from which
+        # epoch, is kept beside them so the record still tells how the run was trained.
+        record["forced"] = runs.read_json(out / runs.CONFIG_FILE).get("forced", [])
+        if forced:
+            record["forced"].append({"from_epoch": trainer.epoch + 1, "changes": {
+                name: [old, new] for name, (old, new) in forced.items()}})
+            message += ("\n--force: " + ", ".join(f"{name} {old} -> {new}" for name, (old, new)
+                                                   in forced.items())
+                        + f" from epoch {trainer.epoch + 1} (recorded in config.json)")
     else:
         trainer = _new_trainer(settings, dataset.n_visible, device)
         name = trainer.model.display_name
@@ -245,8 +253,9 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
     return trainer
 
 
-def _check_resumed_settings(out: Path, settings: Settings, force: bool):
-    """Settings may differ from the run's recorded ones only where their policy allows."""
+def _check_resumed_settings(out: Path, settings: Settings, force: bool) -> dict:
+    """Settings may differ from the run's recorded ones only where their policy allows;
+    returns those ``force`` lets change, {name: (recorded, given)}."""
     recorded = runs.read_settings(out).record()
     _refuse_fixed_changes(out, recorded, settings.record())
     trained_on = recorded.get("dataset")
@@ -264,6 +273,7 @@ def _check_resumed_settings(out: Path, settings: Settings, force: bool):
                  "checked)" if "dataset" in changed else "")
         raise ValueError(f"refusing to resume {out} with different settings ({details}); "
                          f"pass --force to override{moved}")
+    return changed
 
 
 def _load_training_data(settings: Settings, data_dir):

@@ -314,10 +314,16 @@ def test_resume_with_force_accepts_the_change_and_records_it(base_run, tmp_path)
     _, metadata = read_checkpoint(run_dir / "checkpoint.safetensors")
     assert metadata["training"]["lr"] == 0.1 and metadata["epoch"] == 2
     assert json.loads((run_dir / "config.json").read_text())["settings"]["lr"] == 0.1
-    # The next resume continues with the forced value, without --force or --lr.
+    # What --force changed, and from which epoch, is said and kept beside the settings.
+    old_lr = json.loads((base_run / "config.json").read_text())["settings"]["lr"]
+    assert f"--force: lr {old_lr} -> 0.1 from epoch 2 (recorded in config.json)" in result.out
+    forced = [{"from_epoch": 2, "changes": {"lr": [old_lr, 0.1]}}]
+    assert json.loads((run_dir / "config.json").read_text())["forced"] == forced
+    # The next resume continues with the forced value, without --force or --lr, and keeps it.
     assert_ok(run_cli("train", "irbm", "digits", "--out", run_dir, "--epochs", 3, "--quiet"))
     history = json.loads((run_dir / "history.json").read_text())["history"]
     assert [h["epoch"] for h in history] == [1, 2, 3]
+    assert json.loads((run_dir / "config.json").read_text())["forced"] == forced
     # ... and going back to the old value is a change again.
     assert_clean_error(run_cli("train", "irbm", "digits", "--out", run_dir, "--epochs", 4,
                                "--lr", 0.03), "lr: 0.1 -> 0.03")
