@@ -602,7 +602,8 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
                                f"temperatures doubled to {last['n_betas']}: not converged")
     below = floor_gap(levels)
     if below > 0:
-        reasons.append(f"the pooled AIS estimate lies {below:.2f} nats below the certain floor "
+        amount = f"{below:.2f} nats" if below >= 0.005 else "less than 0.005 nat"
+        reasons.append(f"the pooled AIS estimate lies {amount} below the certain floor "
                        "(ln Z summed over the distinct visible and hidden vectors Gibbs chains "
                        "from the data, or descents of G, reached), so the optimistic side is "
                        "that floor: the annealing misses mass those vectors hold, and RAISE, on "
@@ -614,7 +615,8 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
     if math.isfinite(last["conservative_stderr"]) and \
             last["conservative_stderr"] > tolerance / 4:
         reasons.append(f"the conservative side's standard error is "
-                       f"{last['conservative_stderr']:.2f} nats (RAISE rows): use more rows")
+                       f"{last['conservative_stderr']:.2f} nats (RAISE rows): use more rows "
+                       "(a new bracket with --raise N; --continue keeps its rows)")
     if cross_check is not None:
         reasons += cross_check_reasons(levels, cross_check)
     if reasons and out_of_time:

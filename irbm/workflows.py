@@ -726,7 +726,8 @@ def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, 
     if dataset.test is None or not len(dataset.test):
         raise ValueError("--bracket brackets the test NLL, and this run's data has no test rows")
     say(f"bracketing the test NLL of {named} ({n_chains} AIS chains per path, "
-        f"{raise_repeats} reverse chain(s) per RAISE row, tolerance {tolerance:g} nats"
+        f"{raise_repeats} reverse chain{'s' if raise_repeats != 1 else ''} per RAISE row, "
+        f"tolerance {tolerance:g} nat{'s' if tolerance != 1 else ''}"
         + (f", at most {max_seconds:g} s" if max_seconds else "")
         + (f"; continuing {len(resume['levels'])} stored levels" if resume else "") + ")")
     interval = bracket_nll(model, torch.as_tensor(dataset.test),
