@@ -200,8 +200,8 @@ class Settings:
     average: int = _setting(
         "keep an exponential moving average of the parameters over about this many updates "
         "(0: none) and write it as a run directory of its own, RUN/average/, at every "
-        "checkpoint, for evaluation; training never uses it (issue 27: the iRBM's NLL moves "
-        "10-20 nats between updates at the paper's lr)", "training", 0, minimum=0)
+        "checkpoint, for evaluation; training never uses it (the iRBM's NLL moves 10-20 "
+        "nats between updates at the paper's lr; results/README.md)", "training", 0, minimum=0)
     random_stream: str | None = _setting(
         "the Gibbs sampler's uniforms: 'philox' (counter-based, serves the fused sampling "
         "kernels on CPU and CUDA, the same draws on both; a new CPU run's default) or 'torch' "
