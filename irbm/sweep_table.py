@@ -56,7 +56,17 @@ def evaluated_trial_dirs(directory) -> list[Path]:
                 continue
         except (FileNotFoundError, ValueError):
             pass
-        logger.warning("%s: no evaluation of its current model; left out of the report", trial)
+        try:
+            status = read_status(trial)
+        except (OSError, ValueError):
+            status = {}
+        if status.get("status") == "failed":  # say so: "no evaluation" hid why
+            logger.warning("%s: failed (%s; see %s); left out of the report", trial,
+                           str(status.get("error", "")).splitlines()[0] if status.get("error")
+                           else "no message", trial / ERROR_FILE)
+        else:
+            logger.warning("%s: no evaluation of its current model; left out of the report",
+                           trial)
     return found
 
 

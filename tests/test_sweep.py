@@ -128,7 +128,8 @@ def test_report_accepts_a_sweep_directory(swept, tmp_path):
         assert markdown.read_text().count("| iRBM") == 3
 
 
-def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch, cluster):
+def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch, cluster,
+                                                           caplog):
     (tmp_path / "bad.csv").write_text("0,1,2\n" * 20)  # valid settings, not 0/1 data
     fixed = {key: value for key, value in BASE.items() if key != "dataset"}
     sweep = {**fixed, "epochs": 1, "grid": {"dataset": ["digits", "bad.csv"]}}
@@ -145,6 +146,11 @@ def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch
     statuses = {row["trial"]: row["status"] for row in _table(tmp_path / "out")}
     assert statuses["dataset=digits"] == "done"
     assert statuses["dataset=bad.csv"].startswith("failed: ValueError")
+    # The report leaves it out saying it failed, not only that it has no evaluation.
+    from irbm.sweep_table import evaluated_trial_dirs
+    with caplog.at_level("WARNING", logger="irbm.sweep_table"):
+        assert evaluated_trial_dirs(tmp_path / "out") == [tmp_path / "out" / "dataset=digits"]
+    assert f"dataset=bad.csv: failed (ValueError: {tmp_path / 'bad.csv'}" in caplog.text
 
 
 @pytest.mark.parametrize("change, message", [
