@@ -1018,11 +1018,12 @@ def test_bad_config_file_is_a_clean_error(tmp_path, text, fragment):
     assert snapshot(tmp_path) == before
 
 
-def test_threads_option_sets_torch_threads(pipeline, monkeypatch):
+def test_threads_option_sets_torch_threads(pipeline, monkeypatch, tmp_path):
     """--threads N: the command's work runs on N threads, and main gives torch's setting back
     (the CLI runs in-process here, as in a notebook)."""
     from irbm import workflows
-    run_dir = pipeline_run(pipeline, "digits-rbm")
+    # A copy: sampling into the shared run would change what other tests read there.
+    run_dir = copy_run(pipeline_run(pipeline, "digits-rbm"), tmp_path)
     seen = []
     for name in ("sample_run", "report_runs"):
         original = getattr(workflows, name)
