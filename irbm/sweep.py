@@ -446,8 +446,10 @@ def run_sweep(sweep, out, *, workers=None, scheduler=None, data_dir=None, thread
         f"{len(todo)} to run")
     failed = []
     if todo:
+        done_before = [name for name in spec["trials"] if name not in todo]
         failed = _run_on_dask(todo, out, spec["evaluation"], options, workers, scheduler, say,
-                              lambda: tqdm(total=len(todo), unit="trial", disable=not progress))
+                              lambda: tqdm(total=len(todo), unit="trial", disable=not progress),
+                              done_before)
     tables = sweep_table.write_table(out)
     say(f"sweep table: {', '.join(map(str, tables))}")
     return {"tables": tables, "done": len(todo) - len(failed), "failed": failed,
@@ -455,9 +457,10 @@ def run_sweep(sweep, out, *, workers=None, scheduler=None, data_dir=None, thread
 
 
 def _run_on_dask(todo, out, evaluation, options, workers, scheduler, say,
-                 new_bar) -> list[str]:
+                 new_bar, done_before=()) -> list[str]:
     """Submit one task per trial, follow them with the progress bar ``new_bar()``, and return
-    the names of the failed ones."""
+    the names of the failed ones; the best validation NLL so far counts the trials
+    ``done_before`` (finished by an earlier call) too."""
     from dask.distributed import as_completed
     if workers is None and str(options["device"] or "").startswith("cuda"):
         workers = 1
@@ -476,7 +479,11 @@ def _run_on_dask(todo, out, evaluation, options, workers, scheduler, say,
         futures = {client.submit(run_trial, mapping, str(out / name), evaluation, **options,
                                  pure=False, retries=2, key=f"irbm-trial {name} {out}"): name
                    for name, mapping in todo.items()}
-        failed, best = [], (math.inf, None)
+        failed = []
+        best = min(((_valid_nll(out / name), name) for name in done_before),
+                   default=(math.inf, None))
+        if not math.isfinite(best[0]):
+            best = (math.inf, None)
         for finished, future in enumerate(as_completed(futures), 1):
             name = futures[future]
             try:

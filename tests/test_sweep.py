@@ -193,6 +193,21 @@ def test_a_sweep_resumed_with_other_settings_is_refused_before_anything_runs(
     assert not (out / "lr=0.1,l1=0.002").exists()
 
 
+def test_an_extended_grid_reports_the_best_of_every_trial_so_far(swept, tmp_path, cluster):
+    """The best validation NLL said while a sweep runs counts the trials an earlier call
+    finished (a walkthrough saw a worse new trial called best)."""
+    out = tmp_path / "copy"
+    shutil.copytree(swept[0], out)
+    lines = []
+    extended = {**BASE, "grid": {"lr": [0.1, 0.05, 0.01], "l1": [0.0, 0.001]}}
+    result = run_sweep(extended, out, scheduler=cluster[0].scheduler_address, progress=False,
+                       echo=lines.append)
+    assert result["skipped"] == 4 and result["done"] == 2 and not result["failed"]
+    nlls = {row["trial"]: float(row["valid NLL"]) for row in _table(out)}
+    best = min(nlls, key=nlls.get)
+    assert f"best validation NLL {nlls[best]:.3f} ({best})" in lines[-2], lines
+
+
 def test_a_trial_recorded_under_another_spelling_of_its_dataset_goes_on(swept, tmp_path):
     """A run recorded its dataset as given ("Digits") before names were keyed ("digits"): the
     sweep takes it for the same settings, not for a changed one."""
