@@ -72,7 +72,14 @@ def test_every_trial_of_the_grid_finishes_and_is_tabled_from_its_run_directory(s
         assert float(row["AIS ESS"]) == round(record["effective_sample_size"], 1)
         assert int(row["AIS chains"]) == record["n_chains"] == 20
         assert row["n_hidden"] == str(record["n_hidden"])
-        assert row["reliable"] == ("no" if record["warnings"] else "yes")
+        if record["warnings"]:  # the first warning's gist says why
+            gist = row["reliable"].split(" (+")[0]
+            assert gist.startswith("no: ") and record["warnings"][0].startswith(gist[4:])
+            assert len(gist) > 8 and ("more" in row["reliable"]) == (len(record["warnings"]) > 1)
+        else:
+            assert row["reliable"] in ("yes", "yes (exact ln Z)")
+            assert (row["reliable"] == "yes (exact ln Z)") == \
+                (record.get("log_z_source") == "exact")
     assert sum(row["best"] == "*" for row in rows) == 1  # one family
     assert (out / "sweep.md").read_text().count("| lr=") == 4
     assert "<table>" in (out / "sweep.html").read_text()
