@@ -190,80 +190,80 @@ def build_parser() -> argparse.ArgumentParser:
     checks = evaluate.add_argument_group("cross-checks of a bracket")
     ais.add_argument("--chains", type=int, default=None, help="AIS chains (default 1000)")
     ais.add_argument("--betas", type=int, default=None, help="number of temperatures "
-                          "(default: the authors' schedule of 14,500)")
+                     "(default: the authors' schedule of 14,500)")
     ais.add_argument("--base", choices=["model", "data", "descents"], default=None,
-                          help="base distribution (default: the family's, the data's base "
-                          "rate from the training set; descents: the visible marginals of the "
-                          "deepest minima of the hidden free energy, for a model whose mass "
-                          "sits in a few deep basins; not for --bracket)")
+                     help="base distribution (default: the family's, the data's base "
+                     "rate from the training set; descents: the visible marginals of the "
+                     "deepest minima of the hidden free energy, for a model whose mass "
+                     "sits in a few deep basins; not for --bracket)")
     paths = sorted({path for cls in FAMILIES.values() for path in cls.ais_paths})
     ais.add_argument("--ais-path", choices=paths, default=None,
-                          help="annealing path (default: the family's; the families with z "
-                          "pin z while annealing, since the linear path can collapse onto z = 1 "
-                          "and miss most of Z)")
+                     help="annealing path (default: the family's; the families with z "
+                     "pin z while annealing, since the linear path can collapse onto z = 1 "
+                     "and miss most of Z)")
     _latest_option(ais, "evaluate")
     ais.add_argument("--seed", type=int, default=None,
-                          help="seed of the AIS and RAISE chains (default 0)")
+                     help="seed of the AIS and RAISE chains (default 0)")
     ais.add_argument("--raise", dest="raise_rows", nargs="?", type=_raise_rows, const=0,
-                          default=None, metavar="ROWS",
-                          help="also RAISE's conservative test NLL (an upper bound in "
-                          "expectation), on the first ROWS test rows (default: all; with "
-                          "--bracket: ROWS random test rows, default 300)")
+                     default=None, metavar="ROWS",
+                     help="also RAISE's conservative test NLL (an upper bound in "
+                     "expectation), on the first ROWS test rows (default: all; with "
+                     "--bracket: ROWS random test rows, default 300)")
     bracket.add_argument("--raise-repeats", type=int, default=None, metavar="CHAINS",
-                          help="with --bracket: reverse chains per RAISE row, averaged in "
-                          f"probability (default {RAISE_REPEATS}; with --continue, the stored "
-                          "bracket's); one chain's ln p-hat falls below ln p by about half its "
-                          "variance, a gap that more chains per row close and each level "
-                          "measures")
+                         help="with --bracket: reverse chains per RAISE row, averaged in "
+                         f"probability (default {RAISE_REPEATS}; with --continue, the stored "
+                         "bracket's); one chain's ln p-hat falls below ln p by about half its "
+                         "variance, a gap that more chains per row close and each level "
+                         "measures")
     bracket.add_argument("--bracket", action="store_true",
-                          help="bracket the test NLL between AIS (optimistic) and RAISE "
-                          "(conservative) on every annealing path from both bases (or the "
-                          "--ais-path and --base given), doubling the temperatures "
-                          "from --betas (default 1000) until the bracket is --tolerance wide "
-                          "and converged; says whether it is certified and, if not, why. "
-                          "Finished chain batches are kept in RUN/bracket_partial until the "
-                          "result is stored: after an interruption the same command resumes "
-                          "the level there")
+                         help="bracket the test NLL between AIS (optimistic) and RAISE "
+                         "(conservative) on every annealing path from both bases (or the "
+                         "--ais-path and --base given), doubling the temperatures "
+                         "from --betas (default 1000) until the bracket is --tolerance wide "
+                         "and converged; says whether it is certified and, if not, why. "
+                         "Finished chain batches are kept in RUN/bracket_partial until the "
+                         "result is stored: after an interruption the same command resumes "
+                         "the level there")
     bracket.add_argument("--tolerance", type=_positive_float, default=None,
-                          help="width of a certified bracket, nats (default 1.0)")
+                         help="width of a certified bracket, nats (default 1.0)")
     bracket.add_argument("--max-seconds", type=_positive_float, default=None,
-                          help="time budget of --bracket (default: none): a level starts "
-                          "only when the last one's time says it fits; given here, it also "
-                          "stops the command's first level between saved chain batches (before "
-                          "one predicted to end past it), for the same command to go on (exit "
-                          "status 3)")
+                         help="time budget of --bracket (default: none): a level starts "
+                         "only when the last one's time says it fits; given here, it also "
+                         "stops the command's first level between saved chain batches (before "
+                         "one predicted to end past it), for the same command to go on (exit "
+                         "status 3)")
     bracket.add_argument("--continue", dest="resume", action="store_true",
-                          help="with --bracket: continue the latest bracket of the run's "
-                          "current model from twice its last level's temperatures, with its "
-                          "chains, rows, RAISE repeats, seed, routes and schedule, and its "
-                          "--max-seconds unless given (a new record; on the same device the "
-                          "bracket an uninterrupted run would have made)")
+                         help="with --bracket: continue the latest bracket of the run's "
+                         "current model from twice its last level's temperatures, with its "
+                         "chains, rows, RAISE repeats, seed, routes and schedule, and its "
+                         "--max-seconds unless given (a new record; on the same device the "
+                         "bracket an uninterrupted run would have made)")
     bracket.add_argument("--schedule", choices=SCHEDULES, default=None,
-                          help="--bracket's temperatures: 'tuned' (equal thermodynamic length "
-                          "from pilot runs: a forward one for AIS, a reverse one from training "
-                          "rows for RAISE), 'tuned-forward' (RAISE on AIS's, as brackets "
-                          "before this option) or 'uniform' (default tuned)")
+                         help="--bracket's temperatures: 'tuned' (equal thermodynamic length "
+                         "from pilot runs: a forward one for AIS, a reverse one from training "
+                         "rows for RAISE), 'tuned-forward' (RAISE on AIS's, as brackets "
+                         "before this option) or 'uniform' (default tuned)")
     checks.add_argument("--tempering", type=int, default=None, metavar="SWEEPS",
-                          help="cross-check a bracket by parallel tempering with Bennett's "
-                          "acceptance ratio (64 temperatures, 32 ladders, SWEEPS sweeps; 2000 "
-                          "suit a trained model): with --bracket the new one, without it the run's "
-                          "latest bracket (appended as a new record), along the route of its "
-                          "highest AIS run or --ais-path from --base; a point estimate outside "
-                          "the bracket withholds certification, and BDMC from 8 of its samples "
-                          "per ladder bounds the NLL from above as far as they are draws from "
-                          "the model")
+                        help="cross-check a bracket by parallel tempering with Bennett's "
+                        "acceptance ratio (64 temperatures, 32 ladders, SWEEPS sweeps; 2000 "
+                        "suit a trained model): with --bracket the new one, without it the run's "
+                        "latest bracket (appended as a new record), along the route of its "
+                        "highest AIS run or --ais-path from --base; a point estimate outside "
+                        "the bracket withholds certification, and BDMC from 8 of its samples "
+                        "per ladder bounds the NLL from above as far as they are draws from "
+                        "the model")
     checks.add_argument("--floor-chains", type=int, default=None, metavar="CHAINS",
-                          help="recompute the certain floor of ln Z (a sum over the distinct "
-                          "visible and hidden vectors that CHAINS Gibbs chains from the training "
-                          "rows visit) for the run's latest bracket and, when it is higher than "
-                          "the bracket's, append the bracket re-judged with it as a new record; "
-                          "more chains than the bracket's AIS chains find more of a model's mass")
+                        help="recompute the certain floor of ln Z (a sum over the distinct "
+                        "visible and hidden vectors that CHAINS Gibbs chains from the training "
+                        "rows visit) for the run's latest bracket and, when it is higher than "
+                        "the bracket's, append the bracket re-judged with it as a new record; "
+                        "more chains than the bracket's AIS chains find more of a model's mass")
     checks.add_argument("--floor-descents", type=int, default=0, metavar="STARTS",
-                          help="with --floor-chains, also count the minima of the hidden free "
-                          "energy that single-flip descents from STARTS uniform random hidden "
-                          "vectors reach, and every single flip of them: they find deep, narrow "
-                          "basins chains from the data never enter (1,000 take seconds on a "
-                          "100-unit model)")
+                        help="with --floor-chains, also count the minima of the hidden free "
+                        "energy that single-flip descents from STARTS uniform random hidden "
+                        "vectors reach, and every single flip of them: they find deep, narrow "
+                        "basins chains from the data never enter (1,000 take seconds on a "
+                        "100-unit model)")
     _system_options(evaluate)
 
     sample = commands_parser.add_parser(
