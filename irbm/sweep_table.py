@@ -91,6 +91,17 @@ def read_status(trial_dir) -> dict:
 
 
 # ---------------------------------------------------------------------------- rows
+def _reliability(record: dict) -> str:
+    """The "reliable" cell: "yes" (with "exact ln Z" where it was enumerated), or "no: " and the
+    gist of the first warning (they say when ln Z is likely underestimated, the NLL too good),
+    the rest being in the trial's evaluation.json."""
+    warnings = record.get("warnings") or []
+    if not warnings:
+        return "yes (exact ln Z)" if record.get("log_z_source") == "exact" else "yes"
+    gist = warnings[0].split(" (")[0].split(": ")[0]
+    return f"no: {gist}" + (f" (+{len(warnings) - 1} more)" if len(warnings) > 1 else "")
+
+
 def trial_row(trial_dir, grid_values: dict) -> dict:
     """One table row from the trial's run directory: its grid values, epochs, size, the NLLs
     of its current evaluation with the AIS effective sample size, time and status."""
@@ -120,13 +131,7 @@ def trial_row(trial_dir, grid_values: dict) -> dict:
             f"{split} NLL": f"{nll[split]['mean']:.3f} +/- {nll[split]['stderr']:.3f}"
             for split in ("valid", "test") if split in nll})
         row["AIS ESS"] = f"{record['effective_sample_size']:.1f} / {record['n_chains']}"
-        # Why: the warnings say when ln Z is likely underestimated (NLL too good); the cell
-        # gives the first one's gist, the rest being in the trial's evaluation.json.
-        warnings = record.get("warnings") or []
-        row["reliable"] = (
-            f"no: {warnings[0].split(' (')[0].split(': ')[0]}"
-            + (f" (+{len(warnings) - 1} more)" if len(warnings) > 1 else "") if warnings else
-            "yes (exact ln Z)" if record.get("log_z_source") == "exact" else "yes")
+        row["reliable"] = _reliability(record)
         row["_valid"] = nll.get("valid", {}).get("mean", math.inf)
         seconds += record.get("ais_seconds", 0.0)
     row["seconds"] = f"{seconds:.1f}"
