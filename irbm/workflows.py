@@ -511,11 +511,12 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
             pooled, low, high = pool_estimates(level_estimates(interval.levels))
             record.update(log_z=pooled, log_z_low=low, log_z_high=high, log_z_source="pooled")
         if model.exact_terms() <= EXACT_TERMS:  # the estimators checked against the truth
-            exact = nll(model, torch.as_tensor(dataset.test), model.log_partition_exact())[0]
-            record["exact_test_nll"] = exact
+            exact_nll = nll(model, torch.as_tensor(dataset.test),
+                            model.log_partition_exact())[0]
+            record["exact_test_nll"] = exact_nll
             lower, upper = sorted((interval.optimistic, interval.conservative))  # may cross
-            outside = max(lower - exact, exact - upper, 0.0)
-            say(f"  exact test NLL {exact:.2f} (ln Z enumerated): "
+            outside = max(lower - exact_nll, exact_nll - upper, 0.0)
+            say(f"  exact test NLL {exact_nll:.2f} (ln Z enumerated): "
                 + (f"{outside:.2f} nats outside the bracket" if outside else "inside the bracket"))
     elif floor > log_z:  # ln Z >= the floor for certain: the NLLs use it, as irbm report does
         log_z = floor
