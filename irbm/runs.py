@@ -39,7 +39,7 @@ from .ais import estimate_log_partition
 from .datasets import LOADERS, dataset_name, load_dataset
 from .evaluate import nll
 from .settings import Settings
-from .training import Callback
+from .training import Callback, refuse_other_run
 
 MARKER_FILE = "irbm-run.json"
 RUN_FORMAT, RUN_VERSION = "irbm-run", 1
@@ -600,7 +600,19 @@ class ValidateWithAIS(Callback):
         ...), None before the first validation."""
         return min(read_json(self.path, default=[]), key=lambda r: r["valid_nll"], default=None)
 
+    def check_fit(self, trainer):
+        # The validation rows (and the base's) checked against the model now, not at the first
+        # validation, which may be thousands of epochs away.
+        for name, rows in (("valid", self.valid), ("base_data", self.base_data)):
+            if rows is not None:
+                try:
+                    trainer.model.check_visible(torch.as_tensor(rows))
+                except ValueError as error:
+                    raise ValueError(f"ValidateWithAIS({name}=...): {error}") from None
+        refuse_other_run(self.run_dir, trainer, (VALIDATION_FILE, BEST_FILE))
+
     def on_fit_start(self, trainer):
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         # After a crash between this record and the epoch's checkpoint, the resumed run repeats
         # the epoch: drop the records it will write again.
         records = read_json(self.path, default=[])

@@ -72,6 +72,11 @@ class Callback:
     ``on_hidden_layout`` lets a callback keep per-unit statistics aligned with the units.
     """
 
+    def check_fit(self, trainer: Trainer):
+        """Raise if this fit must not run (inputs that do not fit the model, a directory that
+        holds another run): called on every callback before any ``on_fit_start``, so a
+        refusal comes before any epoch runs and before any callback writes a file."""
+
     def on_fit_start(self, trainer: Trainer):
         pass
 
@@ -499,6 +504,8 @@ class Trainer:
         self.optimizer.sync(self.model)
         self.stop_training = False
         for callback in callbacks:
+            callback.check_fit(self)
+        for callback in callbacks:
             callback.on_fit_start(self)
         bar = tqdm(total=epochs, initial=self.epoch, disable=not self.progress, unit="epoch",
                    dynamic_ncols=True)
@@ -620,9 +627,12 @@ class CheckpointEvery(Callback):
     directory too."""
 
     def __init__(self, run_dir, every: int = 1, records: tuple[str, ...] = ()):
-        self.run_dir, self.every = Path(run_dir), int(every)
+        self.run_dir, self.every = Path(run_dir), _count(every, "every (epochs)")
         self.records = tuple(records)
         self.saved_epoch = None
+
+    def check_fit(self, trainer):
+        refuse_other_run(self.run_dir, trainer, (ckpt.TRAINER_FILE, ckpt.MODEL_FILE))
 
     def on_epoch_end(self, trainer, metrics):
         if trainer.epoch % self.every == 0:
@@ -652,6 +662,20 @@ class CheckpointEvery(Callback):
                 with atomic_write(directory / name) as stream:
                     stream.write((self.run_dir / name).read_bytes())
         ckpt.save(averaged, directory / ckpt.MODEL_FILE, extra={"epoch": epoch, "averaged": True})
+
+
+def refuse_other_run(run_dir: Path, trainer: Trainer, names: tuple[str, ...]):
+    """ValueError when a trainer that has not trained yet (epoch 0: not resumed) would write
+    into ``run_dir`` over files ``names`` that an earlier run left there: its checkpoints,
+    records and best model would be replaced without a word."""
+    found = [name for name in names if (run_dir / name).exists()]
+    if trainer.epoch or not found:
+        return
+    hint = (f"resume that run with Trainer.from_checkpoint('{run_dir}'), or "
+            if (run_dir / ckpt.TRAINER_FILE).exists() else "")
+    raise ValueError(f"{run_dir} already holds {', '.join(found)} of an earlier run, which this "
+                     f"new trainer (epoch 0) would overwrite: {hint}give the callbacks a new "
+                     "directory, or delete those files first")
 
 
 def _count(value, name, minimum: int = 1) -> int:

@@ -205,3 +205,47 @@ def test_sigkill_at_random_points_resumes_bit_identically(tmp_path):
     expected, actual = irbm.load(reference), irbm.load(killed)
     for name, tensor in expected.state_dict().items():
         assert torch.equal(actual.state_dict()[name], tensor), name
+
+
+def test_training_callbacks_refuse_before_any_epoch_and_keep_an_earlier_run(tmp_path):
+    """ValidateWithAIS checks its rows against the model and CheckpointEvery its period when
+    the fit starts, not thousands of epochs later; a new trainer is refused a directory that
+    holds another run's checkpoints or records (they would be overwritten without a word),
+    while the run resumed from there goes on; a directory that does not exist yet is made."""
+    import json
+
+    from irbm.runs import ValidateWithAIS
+    from irbm.training import CheckpointEvery
+    rows = (torch.arange(48).reshape(6, 8) % 3 == 0).to(torch.float32)
+    trainer = irbm.Trainer(irbm.RBM(8, 2), batch_size=3, progress=False)
+    with pytest.raises(ValueError, match=r"every \(epochs\) must be an integer >= 1, got 0"):
+        CheckpointEvery(tmp_path / "ck", every=0)
+    for wrong, message in ((rows[:, :5], r"valid=\.\.\.\): visible input must have shape "
+                                         r"\(N, 8\), got \(6, 5\)"),
+                           (rows * 255, r"valid=\.\.\.\): visible input must be binary")):
+        with pytest.raises(ValueError, match=message):
+            trainer.fit(rows, 3, callbacks=[ValidateWithAIS(tmp_path / "v", wrong, 3)])
+    assert trainer.epoch == 0 and not (tmp_path / "v").exists()
+
+    run = tmp_path / "new" / "run"  # its parent does not exist either
+    first = irbm.Trainer(irbm.RBM(8, 2), batch_size=3, progress=False)
+    first.fit(rows, 2, callbacks=[ValidateWithAIS(run, rows, 1, n_chains=4, n_betas=10)])
+    assert [record["epoch"] for record in json.loads((run / "validation.json").read_text())] \
+        == [1, 2]
+    callbacks = [CheckpointEvery(run), ValidateWithAIS(run, rows, 1, n_chains=4, n_betas=10)]
+    first.fit(rows, 3, callbacks=callbacks)
+    before = {path.name: path.read_bytes() for path in run.iterdir()}
+    again = irbm.Trainer(irbm.RBM(8, 2), batch_size=3, progress=False)
+    with pytest.raises(ValueError, match=r"already holds checkpoint.safetensors, "
+                                         r"model.safetensors of an earlier run, which this new "
+                                         r"trainer \(epoch 0\) would overwrite: resume that run "
+                                         r"with Trainer.from_checkpoint"):
+        again.fit(rows, 2, callbacks=callbacks)
+    with pytest.raises(ValueError, match=r"already holds validation.json, best.safetensors .*: "
+                                         r"resume that run .*or delete those files first"):
+        again.fit(rows, 2, callbacks=callbacks[1:])
+    assert again.epoch == 0
+    assert {path.name: path.read_bytes() for path in run.iterdir()} == before
+    resumed = irbm.Trainer.from_checkpoint(run, progress=False)
+    resumed.fit(rows, 4, callbacks=callbacks)
+    assert resumed.epoch == 4
