@@ -246,6 +246,10 @@ def test_irbm_grow_and_shrink_leave_the_distribution_unchanged():
     capped = irbm.InfiniteRBM(4, n_hidden=2, max_hidden=4, dtype=torch.float64)
     assert capped.grow(5) == 2 and capped.n_hidden == 4
     assert capped.grow(1) == 0 and capped.n_hidden == 4
+    assert capped.growth_layout(3) is None  # no growth asked for: no word
+    with pytest.warns(UserWarning, match=r"would grow past max_hidden \(4\) and is held "
+                                         r"there: its size is the cap"):
+        assert capped.growth_layout(5) is None
 
 
 def test_irbm_shrink_keeps_at_least_one_unit():

@@ -8,6 +8,7 @@ whole tail z > l sums to exp(-F(v, l)) r / (1 - r): finite as long as beta > 1.
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 
@@ -132,7 +133,13 @@ class InfiniteRBM(OrderedRBM):
         authors' code's last category) is clamped to l + 1, which adds one unit with zero
         parameters (the distribution is unchanged) unless ``max_hidden`` is reached."""
         threshold = self.n_hidden if at_last else self.n_hidden + 1
-        if largest_z is None or int(largest_z) < threshold or not self.can_grow:
+        if largest_z is None or int(largest_z) < threshold:
+            return None
+        if not self.can_grow:
+            # Silent, the cap would pass for the size the data asked for.
+            warnings.warn(f"the infinite RBM would grow past max_hidden ({self.max_hidden}) "
+                          "and is held there: its size is the cap, not the one training "
+                          "would learn (raise max_hidden, or leave it None)", stacklevel=2)
             return None
         return torch.cat([torch.arange(self.n_hidden, device=self.device),
                           torch.tensor([-1], device=self.device)])
