@@ -21,7 +21,12 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.estimator_checks import check_estimator, parametrize_with_checks
 
 import irbm
-from irbm.sklearn import BernoulliRBM, InfiniteBernoulliRBM, OrderedBernoulliRBM
+from irbm.sklearn import (
+    EXPECTED_FAILED_CHECKS,
+    BernoulliRBM,
+    InfiniteBernoulliRBM,
+    OrderedBernoulliRBM,
+)
 
 ESTIMATORS = (BernoulliRBM, OrderedBernoulliRBM, InfiniteBernoulliRBM)
 # `small` caps the iRBM to stay fast, so its fits warn that the cap holds it; one test below
@@ -49,35 +54,17 @@ def binary_data(n_rows=120, n_features=6, seed=0):
 # input by design and scikit-learn has no tag for "values in [0, 1]" (its 1.6+ API declares
 # expected failures with a reason instead of the removed _xfail_checks tag). Each of these checks
 # passes below on the same estimator with its inputs squashed into [0, 1] first.
-_OUT_OF_RANGE = ("generates X with values above 1; the estimator rejects them by design (a "
-                 "binary model's inputs are in [0, 1]) and passes this check in "
-                 "test_estimator_checks_in_range")
-OUT_OF_RANGE_CHECKS = (
-    "check_estimators_dtypes", "check_estimators_fit_returns_self",
-    "check_readonly_memmap_input", "check_pipeline_consistency",
-    "check_estimators_overwrite_params", "check_estimators_pickle",
-    "check_f_contiguous_array_estimator", "check_transformer_data_not_an_array",
-    "check_transformer_general", "check_transformer_preserve_dtypes",
-    "check_methods_sample_order_invariance", "check_methods_subset_invariance",
-    "check_fit2d_1sample", "check_fit2d_1feature", "check_dict_unchanged",
-    "check_dont_overwrite_parameters", "check_fit_idempotent", "check_fit_check_is_fitted",
-    "check_n_features_in", "check_n_features_in_after_fitting", "check_fit2d_predict1d",
-)
-
-
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_check_estimator(cls):
     """The whole suite on the estimator itself; the checks above cannot apply and are skipped
     with their reason (running them only to watch them fail costs ~0.5 s each in pytest's
     traceback formatting)."""
-    check_estimator(small(cls), expected_failed_checks=dict.fromkeys(OUT_OF_RANGE_CHECKS,
-                                                                      _OUT_OF_RANGE),
-                    on_skip=None)
+    check_estimator(small(cls), expected_failed_checks=EXPECTED_FAILED_CHECKS, on_skip=None)
 
 
 def test_the_readme_counts_the_checks_declared_expected_failures():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text().replace("\n", " ")
-    assert f"the {len(OUT_OF_RANGE_CHECKS)} checks that generate values above 1" in readme
+    assert f"the {len(EXPECTED_FAILED_CHECKS)} checks that generate values above 1" in readme
 
 
 class _Squashed:
