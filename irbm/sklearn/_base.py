@@ -535,7 +535,11 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                 f"{self.log_partition_ess_:.1f} of {self.score_chains} chains x "
                 f"{self.score_betas} temperatures, where at least 30 and 10% of the chains "
                 "are needed: log Z is likely underestimated, so the scores look too good; "
-                "raise score_chains and score_betas", UserWarning, stacklevel=_caller_level())
+                "raise score_chains and score_betas"
+                # 30 effective of fewer than 60 chains needs nearly equal weights.
+                + (f" (score_chains={self.score_chains} leaves the weights almost no room to "
+                   "spread: use at least 100)" if self.score_chains < 60 else ""),
+                UserWarning, stacklevel=_caller_level())
 
     @_threaded('X')
     def pseudo_likelihood(self, X: MatrixLike) -> np.ndarray:
