@@ -131,6 +131,10 @@ def model_from_tensors(tensors, metadata, *, device=None, dtype=None) -> EnergyM
 
 def save(model: EnergyModel, path, *, extra: dict | None = None):
     """Save a model (constructor arguments + parameters) to ``path`` (.safetensors)."""
+    if not isinstance(model, EnergyModel):
+        raise TypeError(f"irbm.save takes an irbm model (an EnergyModel), got "
+                        f"{type(model).__name__}; a scikit-learn estimator saves its model as "
+                        "irbm.save(estimator.to_model(), path), or pickles whole")
     if Path(path).is_dir():
         raise ValueError(f"{path} is a directory: give a file path such as "
                          f"{Path(path) / MODEL_FILE}")

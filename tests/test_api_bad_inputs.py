@@ -115,6 +115,15 @@ def test_callbacks_log_z_and_validation_are_checked_by_their_contracts(tmp_path)
         ValidateWithAIS(tmp_path, rows, 0)
 
 
+def test_save_refuses_what_is_not_a_model_before_writing(tmp_path):
+    from irbm.sklearn import BernoulliRBM
+    for wrong, name in (({"a": 1}, "dict"), (BernoulliRBM(), "BernoulliRBM")):
+        with pytest.raises(TypeError, match=rf"irbm.save takes an irbm model \(an EnergyModel\), "
+                                            rf"got {name}; .*irbm.save\(estimator.to_model\(\)"):
+            irbm.save(wrong, tmp_path / "model.safetensors")
+    assert not any(tmp_path.iterdir())
+
+
 def test_a_checkpoint_from_a_newer_irbm_says_to_upgrade(tmp_path):
     from safetensors import safe_open
     from safetensors.torch import load_file, save_file
