@@ -588,6 +588,9 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
             fixed = same_weights_move(levels) if side == "optimistic" else None
             if fixed is not None:  # the NLL moves with ln Z; see `same_weights_move`
                 moved, spread = fixed[0], 2 * fixed[1]
+            # Said where the move is not the printed sides' difference (a reader checks it).
+            measure = " (the pooled ln Z with the routes weighted as at the level before)" \
+                if fixed is not None else ""
             if not math.isfinite(moved) or abs(moved) <= max(MOVEMENT, spread):
                 continue
             if route and moved > 0:
@@ -598,8 +601,8 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
                                "is still moving mass away from the data, so the conservative "
                                "side may still be too low")
             else:
-                reasons.append(f"the {side} side moved by {moved:+.2f} nats when the "
-                               f"temperatures doubled to {last['n_betas']}: not converged")
+                reasons.append(f"the {side} side moved by {moved:+.2f} nats{measure} when "
+                               f"the temperatures doubled to {last['n_betas']}: not converged")
     below = floor_gap(levels)
     if below > 0:
         amount = f"{below:.2f} nats" if below >= 0.005 else "less than 0.005 nat"
@@ -616,7 +619,8 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
             last["conservative_stderr"] > tolerance / 4:
         reasons.append(f"the conservative side's standard error is "
                        f"{last['conservative_stderr']:.2f} nats (RAISE rows): use more rows "
-                       "(a new bracket with --raise N; --continue keeps its rows)")
+                       "(a new bracket with --raise N, Python: rows=N; --continue, Python: "
+                       "resume=, keeps its rows)")
     if cross_check is not None:
         reasons += cross_check_reasons(levels, cross_check)
     if reasons and out_of_time:

@@ -45,7 +45,8 @@ def test_a_narrow_converged_bracket_is_certified():
     ([level(1000, 100.0, 100.5), level(2000, 100.0, 100.5, own=(97.6, 100.5))],
      "2.40 nats below the pooled estimate"),
     ([level(1000, 100.0, 100.5, stderr=0.4), level(2000, 100.0, 100.5, stderr=0.4)],
-     "standard error is 0.40"),
+     "standard error is 0.40 nats (RAISE rows): use more rows (a new bracket with --raise N, "
+     "Python: rows=N; --continue, Python: resume=, keeps its rows)"),
 ])
 def test_each_rule_says_why(levels, fragment):
     reasons = verdict(levels, tolerance=1.0, out_of_time=False)
@@ -365,7 +366,9 @@ def test_the_optimistic_side_converges_with_its_route_weights_held_fixed():
     second["ais"]["linear"]["log_z"] = 50.9  # the favoured route itself rose by 0.62
     reasons = verdict([first, second], tolerance=1.0, out_of_time=False)
     (reason,) = [reason for reason in reasons if "optimistic side moved" in reason]
-    assert "+0.6" in reason, reasons
+    # The printed sides moved by 0.5; the reason says what moved by 0.6.
+    assert "+0.6" in reason and "(the pooled ln Z with the routes weighted as at the level " \
+        "before)" in reason, reasons
     move, sigma = same_weights_move([first, second])
     assert 0.55 < move < 0.63 and 0.05 < sigma < 0.2
 
