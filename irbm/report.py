@@ -152,6 +152,19 @@ def _pool_note(record: dict, others: list[dict]) -> list[str]:
             "the one with the highest ln Z"]
 
 
+def _heading_warnings(record: dict, others: list[dict]) -> list[str]:
+    """The heading evaluation's warnings; where the row pools others, each says it is that
+    evaluation's alone (its "-inf" bound beside the pool's finite interval read as a
+    contradiction to a user)."""
+    warnings = list(record.get("warnings", []))
+    if not others or record.get("log_z_source") == "exact":
+        return warnings
+    which = (f"of the heading evaluation alone ({record.get('path', 'linear').split(':')[0]} "
+             f"path, {record.get('base')} base, {record.get('n_chains')} x "
+             f"{record.get('n_betas')}; the row pools {len(others) + 1})")
+    return [f"{warning} [{which}]" for warning in warnings]
+
+
 def run_row(run_dir, *, allow_stale=False) -> dict:
     """The evaluations of the run's current model as table cells: ln Z and the NLL pooled over
     them all, the AIS diagnostics of the one with the highest ln Z (the others listed); a run
@@ -215,7 +228,7 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
         "Test NLL bracket": _bracket_cell(bracket),
         NOTE: (stale or "").split(" (")[0],
         "record": record,
-        "footnotes": list(record.get("warnings", [])) + _pool_note(record, others)
+        "footnotes": _heading_warnings(record, others) + _pool_note(record, others)
         + _floor_note(log_z, [record, *others]) + (
             [] if bracket is None else [f"bracket not certified: {reason}"
                                         for reason in bracket["reasons"]]),

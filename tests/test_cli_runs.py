@@ -247,6 +247,10 @@ def test_a_warning_of_the_heading_evaluation_names_the_pooled_ones_without(run_d
         note = (f"also pool 1 evaluation(s) of this model that raised no warning (linear path, "
                 f"{clean['base']} base, ESS 20 of {clean['n_chains']})")
         assert (note in text) == noted, text
+        alone = (f"AIS effective sample size is 3.0 of 20 chains [of the heading evaluation "
+                 f"alone (pinned path, {warned['base']} base, {warned['n_chains']} x "
+                 f"{warned['n_betas']}; the row pools 2)]")
+        assert (alone in text) == (len(payload) == 2), text
 
 
 def test_evaluate_enumerates_ln_z_where_it_is_cheap(run_dir, tmp_path, monkeypatch, capsys):
