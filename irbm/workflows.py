@@ -92,12 +92,16 @@ def settings_for(out, given: dict) -> Settings:
     when ``out`` is a run to resume, then ``given`` (a config file's values updated by the
     command line's).
 
-    A value that the run's model was built with cannot change: that is refused here, before
-    ``given`` is combined with settings of another family."""
+    A value that the run's model was built with cannot change: that is refused here, the
+    family before ``given`` is combined with settings of another family, the rest after the
+    values are checked (an invalid value is named as such, not as a change)."""
     resumable = runs.is_run(out) and (Path(out) / ckpt.TRAINER_FILE).exists()
     recorded = runs.read_settings(out).record() if resumable else {}
+    _refuse_fixed_changes(out, recorded, {"family": given["family"]} if "family" in given
+                          else {})
+    settings = Settings.from_mapping(merge_settings(recorded, given), source="the settings")
     _refuse_fixed_changes(out, recorded, given)
-    return Settings.from_mapping(merge_settings(recorded, given), source="the settings")
+    return settings
 
 
 def _refuse_fixed_changes(out, recorded: dict, new: dict):
@@ -205,6 +209,13 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
             raise ValueError(f"{out} is at epoch {trainer.epoch}; --epochs {settings.epochs} "
                              "would not train it: raise --epochs to train further (the run is "
                              "left as it is)")
+        if forced and settings.epochs == trainer.epoch:  # a change no epoch would apply
+            raise ValueError(f"{out} is at epoch {trainer.epoch} and --epochs "
+                             f"{settings.epochs} trains nothing, so --force's changes ("
+                             + ", ".join(f"{name} {old} -> {new}"
+                                         for name, (old, new) in forced.items())
+                             + ") would apply to no epoch: raise --epochs (the run is left as "
+                             "it is)")
         message = (f"resuming {out} at epoch {trainer.epoch} "
                    f"({trainer.model.n_hidden} hidden units)")
         # config.json holds the settings now in force; what --force changed, and from which

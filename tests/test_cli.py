@@ -305,8 +305,29 @@ def test_resume_cannot_change_the_built_model_even_with_force(base_run, tmp_path
     assert snapshot(run_dir) == before
 
 
+@pytest.mark.parametrize("change,expected", [
+    (["--n-hidden", 0], "n_hidden must be an integer >= 1"),
+    (["--beta", 0.5], "beta must be a finite number > 1")])
+def test_resume_names_an_invalid_value_as_invalid_not_as_a_change(base_run, tmp_path, change,
+                                                                  expected):
+    """An invalid value is what to fix, whether or not the run exists ("holds a model built
+    with n_hidden 16" sent a user to a new --out with a value no run takes)."""
+    run_dir = copy_run(base_run, tmp_path)
+    before = snapshot(run_dir)
+    assert_clean_error(run_cli(*train_args("irbm", "digits", run_dir, "--epochs", 2, *change)),
+                       expected)
+    assert snapshot(run_dir) == before
+
+
 def test_resume_with_force_accepts_the_change_and_records_it(base_run, tmp_path):
     run_dir = copy_run(base_run, tmp_path)
+    before = snapshot(run_dir)
+    # At its epochs already, no epoch would take the change: refused, not "recorded".
+    assert_clean_error(run_cli(*train_args("irbm", "digits", run_dir, "--epochs", 1, "--lr",
+                                           0.1, "--force")),
+                       "is at epoch 1 and --epochs 1 trains nothing, so --force's changes (lr ",
+                       "would apply to no epoch: raise --epochs")
+    assert snapshot(run_dir) == before
     result = run_cli(*train_args("irbm", "digits", run_dir, "--epochs", 2, "--lr", 0.1,
                                  "--force"))
     assert_ok(result)
