@@ -48,6 +48,7 @@ import threading
 import time
 import tomllib
 import traceback
+import urllib.request
 from pathlib import Path
 
 from . import checkpoint as ckpt
@@ -375,8 +376,12 @@ def _dashboard(client, local: bool) -> str | None:
     if local and importlib.util.find_spec("bokeh") is None:
         return None
     try:
-        return client.dashboard_link if "dashboard" in client.scheduler_info().get(
+        link = client.dashboard_link if "dashboard" in client.scheduler_info().get(
             "services", {}) else None
+        if link and not local:  # a remote scheduler's page may answer 404 (no bokeh there)
+            with urllib.request.urlopen(link, timeout=2):
+                pass
+        return link
     except Exception:  # noqa: BLE001 -- the link is a convenience only
         return None
 
@@ -424,6 +429,11 @@ def run_sweep(sweep, out, *, workers=None, scheduler=None, data_dir=None, thread
     from tqdm.auto import tqdm
     say = echo or logger.info
     spec = read_sweep(sweep)
+    # The data directory this command finds the data in ($IRBM_DATA_DIR where none is named)
+    # goes to the trials by name: a worker of another machine or shell lacks the variable,
+    # and without it a trial would try to download what this command checked was here.
+    if data_dir is None:
+        data_dir = os.environ.get("IRBM_DATA_DIR") or None
     options = {"threads": check_setting("threads", threads), "device": device,
                "data_dir": None if data_dir is None else str(Path(data_dir).resolve())}
     _check_datasets(spec)

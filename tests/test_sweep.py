@@ -353,3 +353,56 @@ def test_a_sweep_on_a_gpu_starts_one_worker_unless_told(tmp_path, monkeypatch, d
     with pytest.raises(KeyboardInterrupt):
         run_sweep(GRID, tmp_path / "out2", device=device, workers=3, progress=False)
     assert asked == [expected, 3]
+
+
+def test_the_trials_get_the_data_directory_the_command_found_the_data_in(tmp_path,
+                                                                          monkeypatch):
+    """$IRBM_DATA_DIR goes to every trial by name: a worker started elsewhere lacks the
+    variable (a walkthrough's second worker then tried to download CalTech101)."""
+    sent = []
+
+    def run_on_dask(todo, out, evaluation, options, *args, **kwargs):
+        sent.append(options["data_dir"])
+        return []
+
+    monkeypatch.setattr("irbm.sweep._run_on_dask", run_on_dask)
+    monkeypatch.setenv("IRBM_DATA_DIR", str(tmp_path / "data"))
+    run_sweep(GRID, tmp_path / "out", progress=False)
+    named = tmp_path / "elsewhere"
+    run_sweep(GRID, tmp_path / "out2", data_dir=named, progress=False)
+    monkeypatch.delenv("IRBM_DATA_DIR")
+    run_sweep(GRID, tmp_path / "out3", progress=False)
+    assert sent == [str((tmp_path / "data").resolve()), str(named.resolve()), None]
+
+
+def test_a_remote_dashboard_is_named_only_where_it_answers():
+    """A remote scheduler started without a dashboard (or without bokeh) still lists the
+    service, and its link answered 404 (a walkthrough)."""
+    import http.server
+    import threading
+
+    from irbm.sweep import _dashboard
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/status" else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+
+    class Client:
+        def __init__(self, link):
+            self.dashboard_link = link
+
+        def scheduler_info(self):
+            return {"services": {"dashboard": 8787}}
+    try:
+        assert _dashboard(Client(base + "/status"), local=False) == base + "/status"
+        assert _dashboard(Client(base + "/missing"), local=False) is None
+    finally:
+        server.shutdown()
