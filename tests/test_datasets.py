@@ -611,8 +611,24 @@ def test_bad_user_files(tmp_path):
     with pytest.raises(ValueError, match="unsupported file type '.txt'"):
         load_user_data(tmp_path / "x.txt")
     (tmp_path / "garbage.npy").write_bytes(b"not numpy at all")
-    with pytest.raises(ValueError, match="garbage.npy: not a readable .npy"):
+    # numpy's own message here advises unpickling the file
+    with pytest.raises(ValueError, match=r"garbage.npy: not a .npy file \(it lacks NumPy's "
+                                         r"header\): write the rows with numpy.save"):
         load_user_data(tmp_path / "garbage.npy")
+    (tmp_path / "broken.npy").write_bytes(b"\x93NUMPY broken")
+    with pytest.raises(ValueError, match="broken.npy: not a readable .npy"):
+        load_user_data(tmp_path / "broken.npy")
+    np.save(tmp_path / "objects.npy", np.array([{"a": 1}, None], dtype=object))
+    with pytest.raises(ValueError, match=r"objects.npy: holds Python objects, which irbm does "
+                                         r"not load \(loading them could run code\)"):
+        load_user_data(tmp_path / "objects.npy")
+    rows = np.random.RandomState(0).randint(0, 2, (20, 6))
+    np.savez(tmp_path / "part.npz", train=rows, test=rows)
+    with pytest.raises(ValueError, match=r"part.npz: holds part of a train/valid/test split "
+                                         r"\['test', 'train'\] but no valid array: add it "
+                                         r"\(numpy.savez\(..., valid=rows\)\), or name one "
+                                         r"array to split 80/10/10 with --data-key"):
+        load_user_data(tmp_path / "part.npz")
     (tmp_path / "empty.csv").write_text("")
     with pytest.raises(ValueError, match="empty.csv: empty file"):
         load_user_data(tmp_path / "empty.csv")

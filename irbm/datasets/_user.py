@@ -122,9 +122,20 @@ def load_user_data(path, *, binarize: str | None = None, threshold: float = 0.5,
 
 
 def _read_npy(path: Path) -> dict:
+    # numpy's own message for a file without its header ("contains pickled (object) data ...
+    # load it unsafely") would send a user with a corrupt file to unpickling it.
+    with open(path, "rb") as file:
+        if file.read(6) != b"\x93NUMPY":
+            raise ValueError(f"{path}: not a .npy file (it lacks NumPy's header): write the "
+                             "rows with numpy.save, or give a .npz or .csv file")
     try:
         return {"data": np.load(path, allow_pickle=False)}
-    except (OSError, ValueError, EOFError) as err:
+    except ValueError as err:
+        if "allow_pickle" in str(err):
+            raise ValueError(f"{path}: holds Python objects, which irbm does not load (loading "
+                             "them could run code): save a numeric array") from None
+        raise ValueError(f"{path}: not a readable .npy file ({err})") from err
+    except (OSError, EOFError) as err:
         raise ValueError(f"{path}: not a readable .npy file ({err})") from err
 
 
@@ -148,7 +159,13 @@ def _read_npz(path: Path, key: str | None = None) -> dict:
         return arrays
     found = {split: next((k for k in keys if k in arrays), None)
              for split, keys in _SPLIT_KEYS.items()}
-    if None in found.values():
+    missing = [split for split, key in found.items() if key is None]
+    if missing and len(missing) < len(found):
+        raise ValueError(f"{path}: holds part of a train/valid/test split {sorted(arrays)} but "
+                         f"no {' or '.join(missing)} array: add it (numpy.savez(..., "
+                         f"{missing[0]}=rows)), or name one array to split 80/10/10 with "
+                         f"--data-key (Python: key=), which leaves the others unused")
+    if missing:
         raise ValueError(f"{path}: expected arrays train/valid/test (or train_x/valid_x/test_x) "
                          f"or a single array, found {sorted(arrays)}: name the array of rows "
                          f"to split with key='{_likely_rows(arrays)}' (--data-key "
