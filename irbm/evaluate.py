@@ -728,18 +728,23 @@ def _checked_settings(tolerance, max_seconds, n_chains, schedule, raise_repeats)
     return tolerance, int(raise_repeats)
 
 
-def _routes(model, paths, bases, trajectory, base_data) -> dict:
-    """{route name: (path, base)} for every annealing path in ``paths`` from every base in
-    ``bases``, or ValueError naming a path or base a bracket cannot run."""
-    for kind in paths:
-        if kind != "trajectory" or trajectory is None:
-            model.check_ais_path(kind)
+def refuse_descents_base(bases):
+    """ValueError when ``bases`` (names) hold "descents", which a bracket cannot take."""
     if "descents" in bases:
         raise ValueError("the descents base serves AIS runs and --tempering cross-checks, not "
                          "brackets: RAISE from it anneals the test rows towards the deep basins "
                          "(on the CalTech101 RBM-100 its NLL was 85 nats too high); bracket "
                          "from the data or model base, then cross-check with --tempering "
                          "SWEEPS --base descents")
+
+
+def _routes(model, paths, bases, trajectory, base_data) -> dict:
+    """{route name: (path, base)} for every annealing path in ``paths`` from every base in
+    ``bases``, or ValueError naming a path or base a bracket cannot run."""
+    for kind in paths:
+        if kind != "trajectory" or trajectory is None:
+            model.check_ais_path(kind)
+    refuse_descents_base(bases)
     if not set(bases) <= {"data", "model"} or ("data" in bases and base_data is None):
         raise ValueError(f'bases must be "data" (with base_data) and/or "model", got {bases}')
     return {(f"{kind}, {base} base" if len(bases) > 1 else kind): (kind, base)

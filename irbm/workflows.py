@@ -31,6 +31,7 @@ from .evaluate import (
     describe_bdmc,
     nll,
     raise_nll,
+    refuse_descents_base,
 )
 from .floor import FLOOR_STEPS, sampled_log_partition_floor
 from .models import build_model, check_device
@@ -737,6 +738,7 @@ def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, 
     AIS and RAISE run's progress bar with ``progress``: a level can take hours)."""
     if dataset.test is None or not len(dataset.test):
         raise ValueError("--bracket brackets the test NLL, and this run's data has no test rows")
+    refuse_descents_base((base,))  # before the banner, which says the work has begun
     say(f"bracketing the test NLL of {named} ({n_chains} AIS chains per path, "
         f"{raise_repeats} reverse chain{'s' if raise_repeats != 1 else ''} per RAISE row, "
         f"tolerance {tolerance:g} nat{'s' if tolerance != 1 else ''}"

@@ -490,6 +490,9 @@ def test_bracket_options_are_refused_before_any_work(run_dir):
         assert result.code == 2 and "bracketing" not in result.out
         assert "--raise 1000 (Python: raise_rows=): this run's test set has 50 rows; give at " \
             "most 50" in result.err
+    result = run_cli("evaluate", run_dir, "--bracket", "--base", "descents")
+    assert_clean_error(result, "the descents base serves AIS runs and --tempering cross-checks")
+    assert "bracketing" not in result.out
     assert snapshot(run_dir) == before
 
 
