@@ -571,9 +571,14 @@ def _validation_line(metrics, earlier) -> str:
     """The line `ValidateWithAIS` says about an epoch's ``metrics``, the ``earlier`` epochs'
     metrics deciding whether it is the best so far."""
     best = min((m["valid_nll"] for m in earlier if "valid_nll" in m), default=float("inf"))
+    # The choice of the best model rests on this ln Z: a doubtful one is said where it is made.
+    doubt = (f"\n  unreliable: AIS effective sample size {metrics['log_z_ess']:.1f} of "
+             f"{metrics['log_z_chains']} chains, so ln Z is likely too low and this NLL too "
+             "good (more validation chains and temperatures: --eval-chains, --eval-betas; "
+             "Python: n_chains=, n_betas=)" if metrics.get("log_z_reliable") is False else "")
     return (f"  AIS: ln Z = {metrics['log_z']:.3f}  valid NLL = {metrics['valid_nll']:.3f} "
             f"+/- {metrics['valid_nll_stderr']:.3f}"
-            + ("  (best so far)" if metrics["valid_nll"] < best else ""))
+            + ("  (best so far)" if metrics["valid_nll"] < best else "") + doubt)
 
 
 class ValidateWithAIS(Callback):
@@ -641,6 +646,8 @@ class ValidateWithAIS(Callback):
         records.append(record)
         write_json(self.path, records)
         metrics.update({"valid_nll": mean, "valid_nll_stderr": stderr, "log_z": result.log_z})
+        metrics.update({"log_z_reliable": result.reliable,
+                        "log_z_ess": result.effective_sample_size, "log_z_chains": self.n_chains})
         if mean < best:
             ckpt.save(model, self.run_dir / BEST_FILE, extra={"epoch": trainer.epoch,
                                                                "valid_nll": mean})

@@ -207,6 +207,12 @@ def test_each_epochs_validation_line_follows_that_epochs_line(tmp_path):
     assert lines[2].endswith("(best so far)")
     assert lines[5].endswith("(best so far)") == (
         validation[1]["valid_nll"] < validation[0]["valid_nll"])
+    # 20 chains are too few to judge ln Z by: said under each line that picks the best model.
+    doubts = [line for line in result.out.splitlines() if line.startswith("  unreliable:")]
+    assert [f"effective sample size {record['effective_sample_size']:.1f} of 20 chains, so ln "
+            "Z is likely too low" in line for line, record in zip(doubts, validation)] == \
+        [True, True]
+    assert "--eval-chains, --eval-betas" in doubts[0]
 
 
 def test_a_dataset_named_in_other_letters_is_recorded_by_its_key_and_resumes(tmp_path):
