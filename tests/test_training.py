@@ -36,7 +36,7 @@ def mean_nll(model, data):
 
 @pytest.mark.parametrize("family", FACTORIES)
 @pytest.mark.parametrize("persistent,cd_k", [(False, 1), (True, 5)])
-# The iRBM is capped so that its exact NLL stays enumerable; the cap's warning is expected.
+# FACTORIES caps the iRBM so that these short runs stay small; the cap's warning is expected.
 @pytest.mark.filterwarnings("ignore:the infinite RBM would grow past max_hidden")
 def test_training_lowers_exact_nll(family, persistent, cd_k):
     data = prototype_data()
