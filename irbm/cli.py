@@ -14,6 +14,7 @@ import difflib
 import os
 import re
 import sys
+import warnings
 
 import torch
 
@@ -364,6 +365,13 @@ _INTERRUPTED = {
 }
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """A warning as one line in the command's voice, not Python's file, line and source
+    (IRBM_DEBUG=1 shows those)."""
+    kind = "" if category is UserWarning else f" ({category.__name__})"
+    print(f"irbm: warning: {message}{kind}", file=sys.stderr if file is None else file)
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args, extras = parser.parse_known_args(argv)
@@ -378,7 +386,10 @@ def main(argv=None) -> int:
         # A context of its own: the threads a command holds (`irbm._threads.hold_threads`)
         # end with it, where main is called in-process (tests, a notebook), and so does
         # torch's setting (finally, below).
-        contextvars.copy_context().run(handler, args)
+        with warnings.catch_warnings():
+            if not os.environ.get("IRBM_DEBUG"):
+                warnings.showwarning = _show_warning
+            contextvars.copy_context().run(handler, args)
     except KeyboardInterrupt:
         left = _INTERRUPTED.get(args.command, "nothing was recorded")
         if args.command == "train" and not os.path.exists(os.path.join(args.out, TRAINER_FILE)):

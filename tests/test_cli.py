@@ -189,6 +189,20 @@ def test_train_writes_a_run_directory(pipeline, key):
         assert model.n_hidden == 16
 
 
+def test_a_warning_is_one_line_in_the_commands_voice(tmp_path):
+    """Python's form (file, line number, the source line) read as a crash to a walkthrough;
+    here the iRBM's cap holds back growth."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")  # pytest's filters would otherwise decide
+        result = run_cli("train", "irbm", "digits", "--out", tmp_path / "run", "--epochs", 2,
+                         "--max-hidden", 2, "--cd-k", 1, "--quiet", *SMALL)
+    assert_ok(result)
+    lines = result.err.strip().splitlines()
+    assert lines and all(line.startswith("irbm: warning: the infinite RBM would grow past "
+                                         "max_hidden (2)") for line in lines), result.err
+
+
 def test_each_epochs_validation_line_follows_that_epochs_line(tmp_path):
     """--eval-every: the AIS line of an epoch comes after the epoch's own line (it used to come
     before, under the previous epoch), with the numbers validation.json records."""
