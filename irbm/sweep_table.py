@@ -213,7 +213,9 @@ def write_table(directory) -> tuple[Path, Path, Path]:
     title = f"irbm sweep {directory.name}"
     paths = [directory / f"{TABLE_NAME}.{ext}" for ext in ("md", "html", "csv")]
     markdown = (f"# {title}\n\nNLL in nats (AIS, +/- one standard error); * best validation "
-                f"NLL of its family.\n\n{markdown_table(rows)}\n")
+                "NLL of its family (read its 'reliable' cell: a ln Z too low makes an NLL look "
+                "better); seconds: the training epochs' and the evaluation's AIS, not start-up "
+                f"or data loading.\n\n{markdown_table(rows)}\n")
     texts = [markdown, html_table(rows, title), buffer.getvalue()]
     for path, text in zip(paths, texts):
         with atomic_write(path, "w") as stream:

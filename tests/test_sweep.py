@@ -81,6 +81,14 @@ def test_every_trial_of_the_grid_finishes_and_is_tabled_from_its_run_directory(s
             assert (row["reliable"] == "yes (exact ln Z)") == \
                 (record.get("log_z_source") == "exact")
     assert sum(row["best"] == "*" for row in rows) == 1  # one family
+    # seconds: the epochs' (history.json) and the evaluation's AIS, as the legend says
+    for row in rows:
+        history = runs.read_json(out / row["trial"] / runs.HISTORY_FILE)["history"]
+        record, _ = runs.current_evaluation(out / row["trial"])
+        assert float(row["seconds"]) == pytest.approx(
+            sum(epoch["seconds"] for epoch in history) + record.get("ais_seconds", 0.0), abs=0.06)
+    assert "seconds: the training epochs' and the evaluation's AIS" in \
+        (out / "sweep.md").read_text()
     assert (out / "sweep.md").read_text().count("| lr=") == 4
     assert "<table>" in (out / "sweep.html").read_text()
 
