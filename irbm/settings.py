@@ -246,8 +246,9 @@ class Settings:
         "at most 'one' (the authors' code), or 'none' (no shrinking)", "training", None,
         choices=RULES["pruning"])
     # ---------------------------------------------------------------- data
-    dataset: str = _setting("mnist, caltech101, digits (embedded), or a .npy/.npz/.csv file of "
-                            "0/1 rows", "data", positional=True)
+    dataset: str = _setting("mnist (alias binarized_mnist), caltech101 (alias "
+                            "caltech101_silhouettes), digits or mnist5k (embedded), or a "
+                            ".npy/.npz/.csv file of 0/1 rows", "data", positional=True)
     train_size: int | None = _setting("use only the first N training rows", "data", None,
                                       minimum=1)
     valid_size: int | None = _setting("use only the first N validation rows", "data", None,
