@@ -136,6 +136,10 @@ def _check_keys(name, fixed, grid, evaluation):
     known = [key for key in SPECS if SPECS[key].group != "system"]
     for where, keys in (("", fixed), ("grid.", grid)):
         unknown = sorted(set(keys) - set(known))
+        if "threads" in unknown:  # a setting of `irbm train`'s config file, not of a sweep's
+            raise ValueError(f"{name}: threads is not a sweep-file setting: the sweep command "
+                             "takes it for every trial (irbm sweep --threads N; Python: "
+                             "run_sweep(threads=N))")
         if unknown:
             raise ValueError(f"{name}: unknown settings {', '.join(where + k for k in unknown)}"
                              f" (known: {', '.join(known)}; threads is a sweep option)")
