@@ -178,7 +178,7 @@ def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch
     ({"evaluation": {"chains": 0}}, "evaluation.chains must be an integer >= 1"),
     ({"evaluation": {"temps": 3}}, "unknown keys in [evaluation]: temps"),
     ({"threads": 2}, "threads is not a sweep-file setting: the sweep command takes it for "
-                     "every trial (irbm sweep --threads N"),
+                     "every trial"),
     ({"threads": 2, "lrr": 1}, "threads is not a sweep-file setting"),
     ({"dataset": "digitz"}, "unknown dataset 'digitz'"),
     ({"dataset": "missing.npy"}, "missing.npy: no such file"),
