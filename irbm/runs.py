@@ -143,11 +143,15 @@ def require_run(directory, command: str = "irbm COMMAND") -> Path:
     if not is_run(directory) and (directory / ckpt.MODEL_FILE).is_file():
         # Written by Python (irbm.training.CheckpointEvery): a model, but no record of its data
         # and settings, which every command needs.
+        model = f"irbm.load('{directory}')"
+        python = {"irbm sample": f"`irbm.sampling.sample({model}, 100, 1000)` samples it",
+                  "irbm plot": f"`irbm.plotting.plot_filters({model}, (height, width), "
+                               "'filters.png')` draws its filters"}.get(
+            command, f"`irbm.evaluate.ais_nll({model}, test_rows)` evaluates it")
         raise ValueError(f"{directory} holds a model saved from Python ({ckpt.MODEL_FILE}) "
                          f"but no run records ({MARKER_FILE}, {CONFIG_FILE}): the command line "
-                         "takes runs of `irbm train` or `irbm.workflows.train_run`; in Python, "
-                         f"`irbm.evaluate.ais_nll(irbm.load('{directory}'), test_rows)` "
-                         "evaluates it")
+                         f"takes runs of `irbm train` or `irbm.workflows.train_run`; in Python, "
+                         f"{python}")
     if not is_run(directory):
         raise ValueError(f"{directory} is not an irbm run directory (it has no {MARKER_FILE}; "
                          f"`irbm train ... --out {directory}` makes one)")

@@ -183,9 +183,13 @@ def test_a_checkpoint_directory_written_from_python_says_how_to_use_it(tmp_path)
     trainer = irbm.Trainer(irbm.RBM(data.n_visible, 3), batch_size=50, progress=False)
     trainer.fit(torch.as_tensor(data.train[:100]), epochs=1,
                 callbacks=[CheckpointEvery(tmp_path / "ck")])
-    for command in ("evaluate", "sample", "plot"):
+    for command, python in (("evaluate", "irbm.evaluate.ais_nll(irbm.load("),
+                            ("sample", "irbm.sampling.sample(irbm.load("),
+                            ("plot", "irbm.plotting.plot_filters(irbm.load(")):
         assert_clean_error(run_cli(command, tmp_path / "ck"), "holds a model saved from Python",
-                           "irbm.workflows.train_run", "irbm.evaluate.ais_nll(irbm.load(")
+                           "irbm.workflows.train_run", python)
+    drawn = irbm.sampling.sample(irbm.load(str(tmp_path / "ck")), 100, 1000)  # as said
+    assert drawn.samples.shape == (100, data.n_visible)
     estimate = irbm.evaluate.ais_nll(irbm.load(str(tmp_path / "ck")),
                                      torch.as_tensor(data.test[:20]), n_chains=10, n_betas=20)
     assert estimate.mean > 0
