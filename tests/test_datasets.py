@@ -115,9 +115,12 @@ def test_mnist_paper_split_and_authors_binarization(mnist, shared_data_dir):
     assert 0.12 < mnist.train.mean() < 0.14
     with np.load(shared_data_dir / "mnist.npz") as raw:
         grey = [raw["train_x"], raw["valid_x"], raw["test_x"]]
+        labels = [raw["train_y"], raw["valid_y"], raw["test_y"]]
     expected = reference_binarization(grey, 255.0, 42)
     for got, want in zip((mnist.train, mnist.valid, mnist.test), expected):
         np.testing.assert_array_equal(got, want)
+    for split, want in zip(("train", "valid", "test"), labels):
+        np.testing.assert_array_equal(mnist.labels[split], want)
 
 
 def test_mnist_seed_changes_binarization_only(mnist, shared_data_dir):
@@ -145,6 +148,10 @@ def test_caltech_values_as_stored_and_upright(shared_data_dir):
     upright = data.to_image(data.train[0])
     assert ["".join("#" if v else "." for v in row) for row in upright[::2]] == LAMP_ROWS
     assert not np.array_equal(upright, data.train[0].reshape(28, 28))  # C order lies sideways
+    with np.load(shared_data_dir / "caltech101_silhouettes_28.npz") as raw:
+        for split in ("train", "valid", "test"):
+            np.testing.assert_array_equal(data.labels[split], raw[f"{split}_y"].ravel())
+    assert len(set(data.labels["train"].tolist())) == 101
 
 
 # ----------------------------------------------------------------------------- file sources
@@ -406,6 +413,13 @@ def test_embedded_digits_fixed_split_and_binarization():
     for got, want in zip((data.train, data.valid, data.test), expected):
         np.testing.assert_array_equal(got, want)
     assert 0.25 < data.train.mean() < 0.35
+    # Each row's class, in the same order (classifiers on learned features need them).
+    targets = load_digits().target[order]
+    for split, rows in zip(("train", "valid", "test"), (targets[:1197], targets[1197:1497],
+                                                        targets[1497:])):
+        np.testing.assert_array_equal(data.labels[split], rows)
+    small = data.subset(10, 5, None)
+    assert [len(small.labels[split]) for split in ("train", "valid", "test")] == [10, 5, 300]
     # Read from load_digits' own file, without importing scikit-learn (see _digit_images).
     from irbm.datasets import _embedded
     assert _embedded._digits_file() is not None

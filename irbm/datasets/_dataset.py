@@ -32,6 +32,9 @@ class Dataset:
         (CalTech101 Silhouettes, stored the MATLAB way). `to_image` undoes it.
     source : str
         Where the data was read from (a file path or a package), for logs and reports.
+    labels : dict or None
+        {"train", "valid", "test": ndarray (N_split,)}: each row's class, where the source has
+        them (MNIST, CalTech101, digits), for classifiers on learned features; None otherwise.
     """
 
     name: str
@@ -41,6 +44,7 @@ class Dataset:
     image_shape: tuple[int, int]
     pixel_order: str = "C"
     source: str = ""
+    labels: dict[str, np.ndarray] | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "image_shape", tuple(int(s) for s in self.image_shape))
@@ -57,6 +61,11 @@ class Dataset:
             if x.shape[1] != self.train.shape[1]:
                 raise ValueError(f"{self.name}: {split} has {x.shape[1]} columns, "
                                  f"train has {self.train.shape[1]}")
+        if self.labels is not None and (set(self.labels) != set(SPLITS) or any(
+                np.shape(self.labels[split]) != (len(getattr(self, split)),) for split in SPLITS)):
+            raise ValueError(f"{self.name}: labels must be {{train, valid, test: one label per "
+                             f"row}}, got shapes "
+                             f"{ {k: np.shape(v) for k, v in self.labels.items()} }")
         if math.prod(self.image_shape) != self.n_visible or len(self.image_shape) != 2:
             raise ValueError(f"{self.name}: image_shape {self.image_shape} does not hold "
                              f"{self.n_visible} pixels")
@@ -88,8 +97,11 @@ class Dataset:
         """The first rows of each split (None keeps a split whole), for quick tests and demos."""
         def head(x, n):
             return x if n is None else x[: int(n)]
+        sizes = dict(zip(SPLITS, (n_train, n_valid, n_test)))
         return replace(self, train=head(self.train, n_train), valid=head(self.valid, n_valid),
-                       test=head(self.test, n_test))
+                       test=head(self.test, n_test),
+                       labels=None if self.labels is None else {
+                           split: head(self.labels[split], sizes[split]) for split in SPLITS})
 
     def __repr__(self):
         height, width = self.image_shape

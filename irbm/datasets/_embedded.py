@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._dataset import Dataset, binarize_stochastic, fixed_split
+from ._dataset import SPLITS, Dataset, binarize_stochastic, fixed_split
 
 # Seed of the shuffle behind the fixed splits; part of each dataset's definition.
 _SPLIT_SEED = 0
@@ -32,29 +32,34 @@ def embedded_digits(*, seed: int = 42) -> Dataset:
     Dataset
         train (1197, 64), valid (300, 64), test (300, 64), uint8 in {0, 1}, 8x8 "C".
     """
-    images = _digit_images()
-    train, valid, test = fixed_split(len(images), 300, 300, _SPLIT_SEED)
-    splits = binarize_stochastic([images[train], images[valid], images[test]], 16.0, seed)
+    images, labels = _digit_images()
+    indices = fixed_split(len(images), 300, 300, _SPLIT_SEED)
+    splits = binarize_stochastic([images[rows] for rows in indices], 16.0, seed)
     return Dataset("digits", *splits, image_shape=(8, 8), pixel_order="C",
-                   source="sklearn.datasets.load_digits")
+                   source="sklearn.datasets.load_digits",
+                   labels={split: labels[rows] for split, rows in zip(SPLITS, indices)})
 
 
 @functools.cache
-def _digit_images() -> np.ndarray:
-    """(1797, 64) float64 intensities 0..16, read-only: parsed once per process (sklearn
-    decompresses and parses a CSV at every load_digits call, 0.25 s)."""
+def _digit_images() -> tuple[np.ndarray, np.ndarray]:
+    """(1797, 64) float64 intensities 0..16 and their (1797,) int64 labels, read-only: parsed
+    once per process (sklearn decompresses and parses a CSV at every load_digits call,
+    0.25 s)."""
     path = _digits_file()
     if path is not None:
         # load_digits' own parse of its file (the last column is the label), without importing
         # scikit-learn: that takes 1-3.5 s, most of the demo's data loading in each process.
         with gzip.open(path, "rt", encoding="utf-8") as lines:
-            images = np.ascontiguousarray(np.loadtxt(lines, delimiter=",")[:, :-1])
+            table = np.loadtxt(lines, delimiter=",")
+        images = np.ascontiguousarray(table[:, :-1])
+        labels = table[:, -1].astype(np.int64)
     else:  # pragma: no cover - a scikit-learn that moved its file
         from sklearn.datasets import load_digits
 
-        images = load_digits().data.copy()  # its own memory, then locked
-    images.flags.writeable = False
-    return images
+        digits = load_digits()
+        images, labels = digits.data.copy(), digits.target.astype(np.int64)
+    images.flags.writeable = labels.flags.writeable = False
+    return images, labels
 
 
 def _digits_file() -> Path | None:

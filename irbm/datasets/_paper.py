@@ -105,7 +105,8 @@ def binarized_mnist(data_dir=None, *, seed: int = 42, download: bool = True, url
         arrays, source = _sources.read_npz(path, _X_KEYS, _Y_KEYS), str(path)
     _check_images(arrays, source, 255, PUBLISHED_SHA256[MNIST_FILE] if verify else None)
     splits = binarize_stochastic([arrays[k] for k in _X_KEYS], 255.0, seed)
-    return Dataset("mnist", *splits, image_shape=(28, 28), pixel_order="C", source=source)
+    return Dataset("mnist", *splits, image_shape=(28, 28), pixel_order="C", source=source,
+                   labels=_labels(arrays))
 
 
 def caltech101_silhouettes(data_dir=None, *, download: bool = True, url=None, cache_dir=None,
@@ -137,7 +138,14 @@ def caltech101_silhouettes(data_dir=None, *, download: bool = True, url=None, ca
         arrays, source = _sources.read_npz(path, _X_KEYS, _Y_KEYS), str(path)
     _check_images(arrays, source, 1, PUBLISHED_SHA256[CALTECH_FILE] if verify else None)
     return Dataset("caltech101", *(arrays[k] for k in _X_KEYS), image_shape=(28, 28),
-                   pixel_order="F", source=source)
+                   pixel_order="F", source=source, labels=_labels(arrays))
+
+
+def _labels(arrays: dict) -> dict | None:
+    """{split: its labels (N,)} where the file holds all three, else None."""
+    if not all(key in arrays for key in _Y_KEYS):
+        return None
+    return {split: np.asarray(arrays[key]).ravel() for split, key in zip(SPLITS, _Y_KEYS)}
 
 
 def _download(filename, build, url, url_env, allowed, cache_dir):
