@@ -378,6 +378,16 @@ SPECS: dict[str, SettingSpec] = _specs()
 CONFIG_KEYS = tuple(name for name, spec in SPECS.items() if not spec.positional)
 
 
+def applicable(mapping: dict) -> dict:
+    """``mapping`` (settings by name) without the model options its family does not take,
+    for a sweep whose grid holds several families (a beta given to the RBM's trials too)."""
+    if "family" not in mapping:  # left to Settings to refuse
+        return dict(mapping)
+    options = family_class(mapping["family"]).options()
+    return {key: value for key, value in mapping.items()
+            if not (key in SPECS and SPECS[key].family_option) or key in options}
+
+
 def check_setting(name: str, value):
     """One setting's value, checked and converted (e.g. ``--threads`` of any subcommand)."""
     return SPECS[name].check(value)

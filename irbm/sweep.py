@@ -13,7 +13,10 @@ AIS budget of the final evaluation of each trial)::
     lr = [0.1, 0.05]
     l1 = [0.0, 0.001]
 
-Every grid point is validated as `Settings` before anything runs. Each trial trains with
+A grid over ``family`` compares families: each trial keeps only the model options its family
+takes (``beta = [1.01, 1.5]`` beside ``family = ["rbm", "irbm"]`` gives one RBM trial, named
+without beta, and two iRBM trials). Every grid point is validated as `Settings` before
+anything runs. Each trial trains with
 `irbm.workflows.train_run` into ``OUT/<name>`` (e.g. ``lr=0.05,l1=0.001``), which checkpoints
 every epoch, then is evaluated by `irbm.workflows.evaluate_run`. A trial is one Dask task that
 resumes whatever its directory holds, which gives the fault tolerance: re-running the sweep
@@ -54,7 +57,7 @@ from pathlib import Path
 from . import checkpoint as ckpt
 from . import runs, sweep_table, workflows
 from .datasets import LOADERS, check_dataset, dataset_name
-from .settings import SPECS, Settings, check_setting
+from .settings import SPECS, Settings, applicable, check_setting
 
 logger = logging.getLogger(__name__)
 
@@ -109,15 +112,26 @@ def read_sweep(source) -> dict:
     trials = {}
     for point in itertools.product(*grid.values()):
         point = dict(zip(grid, point))
+        if "family" in grid:  # families side by side: each trial takes what its family takes
+            point = {key: value for key, value in point.items()
+                     if key in applicable({**fixed, **point})}
         label = trial_name(point)
         try:
-            Settings.from_mapping({**fixed, **point}, source=name)
+            Settings.from_mapping(trial_settings({"fixed": fixed, "grid": grid}, point),
+                                  source=name)
         except ValueError as error:
             raise ValueError(f"{name}: grid point {label}: {error}") from None
-        if label in trials:
+        if trials.get(label, point) != point:
             raise ValueError(f"{name}: two grid points are both named {label}")
-        trials[label] = point
+        trials[label] = point  # a point repeated without the options its family lacks: once
     return {"fixed": fixed, "grid": grid, "evaluation": evaluation, "trials": trials}
+
+
+def trial_settings(spec: dict, point: dict) -> dict:
+    """The settings of the trial at grid ``point``: the fixed ones, then the point's; where the
+    grid holds several families, without the model options the trial's family does not take."""
+    mapping = {**spec["fixed"], **point}
+    return applicable(mapping) if "family" in spec["grid"] else mapping
 
 
 def _data_file_beside(dataset: str, directory: Path) -> str:
@@ -202,7 +216,7 @@ def _check_started_trials(out: Path, spec: dict) -> None:
         trial = out / name
         if not runs.is_run(trial):
             continue
-        mapping = {**spec["fixed"], **point}
+        mapping = trial_settings(spec, point)
         mapping["dataset"] = workflows.dataset_key(mapping["dataset"])
         given = Settings.from_mapping(mapping, source="the sweep").record()
         recorded = runs.read_settings(trial).record()
@@ -450,7 +464,7 @@ def run_sweep(sweep, out, *, workers=None, scheduler=None, data_dir=None, thread
             f"and are left out of its table: {', '.join(others)}")
     todo = {}
     for name, point in spec["trials"].items():
-        mapping = {**spec["fixed"], **point}
+        mapping = trial_settings(spec, point)
         # A data file relative to here means nothing to a worker in another directory.
         mapping["dataset"] = workflows.dataset_key(mapping["dataset"])
         if not is_finished(out / name, Settings.from_mapping(mapping).epochs):

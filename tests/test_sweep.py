@@ -416,3 +416,20 @@ def test_a_remote_dashboard_is_named_only_where_it_answers():
         assert _dashboard(Client(base + "/missing"), local=False) is None
     finally:
         server.shutdown()
+
+
+def test_a_grid_of_families_gives_each_trial_the_options_its_family_takes():
+    """[grid] family = ["rbm", "irbm"] with beta = [1.01, 1.5]: the RBM takes no beta, so its
+    trial is one, named without it (a walkthrough's paper-table sweep was refused whole). A
+    single family given a foreign option is still refused."""
+    without_family = {key: value for key, value in BASE.items() if key != "family"}
+    spec = read_sweep({**without_family, "grid": {"family": ["rbm", "irbm"],
+                                                  "beta": [1.01, 1.5]}})
+    assert list(spec["trials"]) == ["family=rbm", "family=irbm,beta=1.01",
+                                    "family=irbm,beta=1.5"]
+    fixed = read_sweep({**without_family, "beta": 1.2, "grid": {"family": ["rbm", "orbm"]}})
+    from irbm.sweep import trial_settings
+    assert "beta" not in trial_settings(fixed, fixed["trials"]["family=rbm"])
+    assert trial_settings(fixed, fixed["trials"]["family=orbm"])["beta"] == 1.2
+    with pytest.raises(ValueError, match="rbm does not take beta"):
+        read_sweep({**BASE, "family": "rbm", "grid": {"beta": [1.5]}})
