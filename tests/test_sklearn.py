@@ -204,6 +204,17 @@ def test_score_samples_is_the_exact_log_likelihood(cls):
     assert model.score(X) == pytest.approx(expected.mean(), rel=1e-9)
     assert model.log_partition_method_ == "exact" and model.log_partition_ess_ is None
     assert model.log_partition_interval_ == (model.log_partition_,) * 2
+    # Parameters set by hand: the cached ln Z no longer describes them, and says so.
+    before = model.log_partition_
+    model.components_ = model.components_ * 2
+    with pytest.raises(AttributeError, match=r"log_partition_ described the parameters before "
+                                             r"components_ or the intercepts changed"):
+        getattr(model, "log_partition_")  # noqa: B009 - the attribute access is the test
+    doubled, _ = brute_force_log_likelihood(model, X)
+    np.testing.assert_allclose(model.score_samples(X), doubled, rtol=1e-9, atol=1e-9)
+    assert model.log_partition_ != before
+    model.components_ = model.components_ / 2
+    model.score(X)
 
     # scikit-learn's pseudo-likelihood, with the free energy F(v) = -log_marginal(v) and the
     # same bit flips as scikit-learn's (RandomState(random_state).randint).

@@ -50,9 +50,6 @@ _CHUNK_ROWS = 4096
 # Exact log Z enumerates 2**min(n_hidden, n_visible) terms: about a million at 20, a few seconds
 # (the core accepts up to 2**24, which can take minutes); larger models use AIS.
 _EXACT_MAX_UNITS = 20
-# Set by the first score after a fit (`_BaseBernoulliRBM._log_partition`), not by fit.
-_LOG_PARTITION_ATTRIBUTES = ("log_partition_", "log_partition_interval_", "log_partition_ess_",
-                             "log_partition_method_")
 # Pseudo-counts (fraction of the examples, on both outcomes) of the AIS base rate, as in
 # irbm.ais.data_base_rate (Salakhutdinov & Murray's base-rate model, kept finite).
 _BASE_RATE_SMOOTHING = 0.05
@@ -128,15 +125,36 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     _infinite = False
 
     def __getattr__(self, name: str):
-        # Only for attributes not found: ln Z's are set by the first score, not by fit.
-        if name in _LOG_PARTITION_ATTRIBUTES:
-            raise AttributeError(f"{type(self).__name__}.{name} is set by the first "
-                                 "score_samples or score after a fit (ln Z is computed on "
-                                 "first use, then cached): call one of them first")
+        # Only for attributes not found (a property that raised AttributeError lands here).
         prop = getattr(type(self), name, None)
         if isinstance(prop, property) and prop.fget is not None:
             prop.fget(self)  # a property that raised AttributeError: raise its own message
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    # ------------------------------------------------------------------ ln Z, cached
+    def _cached_log_partition(self, name: str):
+        """The ln Z attribute ``name`` of the current fitted arrays: an AttributeError saying
+        why where there is none (not scored yet, or the arrays changed since, which used to
+        leave the old value readable until the next score)."""
+        cache = self.__dict__.get("_log_partition_cache")
+        if cache is None:
+            raise AttributeError(f"{type(self).__name__}.{name} is set by the first "
+                                 "score_samples or score after a fit (ln Z is computed on "
+                                 "first use, then cached): call one of them first")
+        kept = self.__dict__.get("_fitted_arrays", ())
+        now = (self.components_, self.intercept_hidden_, self.intercept_visible_)
+        if not all(np.array_equal(array, old, equal_nan=True) for array, old in zip(now, kept)):
+            raise AttributeError(f"{type(self).__name__}.{name} described the parameters "
+                                 "before components_ or the intercepts changed: the next "
+                                 "score_samples or score computes it anew")
+        return cache[name]
+
+    log_partition_ = property(lambda self: self._cached_log_partition("log_partition_"))
+    log_partition_interval_ = property(
+        lambda self: self._cached_log_partition("log_partition_interval_"))
+    log_partition_ess_ = property(lambda self: self._cached_log_partition("log_partition_ess_"))
+    log_partition_method_ = property(
+        lambda self: self._cached_log_partition("log_partition_method_"))
 
     # ------------------------------------------------------------------ to implement
     def _new_model(self, n_features: int, rng: np.random.RandomState):
@@ -361,8 +379,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self._fitted_arrays = tuple(np.array(array, copy=True) for array in (
             self.components_, self.intercept_hidden_, self.intercept_visible_))
         self.n_components_ = self._fitted_arrays[0].shape[0]
-        for name in _LOG_PARTITION_ATTRIBUTES:
-            self.__dict__.pop(name, None)
+        self.__dict__.pop("_log_partition_cache", None)
 
     def _check_fitted(self) -> None:
         """check_is_fitted, then load fitted arrays changed since the model's parameters were
@@ -497,7 +514,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     def _log_partition(self, model) -> float:
         """log Z, cached: by enumeration for models of up to 2**_EXACT_MAX_UNITS terms (when the
         core agrees), by AIS otherwise."""
-        if hasattr(self, "log_partition_"):
+        if hasattr(self, "log_partition_"):  # cached, of the current arrays
             return self.log_partition_
         weights = _model_parameters(model)[0]
         log_z = None
@@ -509,10 +526,9 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         if log_z is None:
             self._ais_log_partition()
         else:
-            self.log_partition_ = log_z
-            self.log_partition_interval_ = (log_z, log_z)
-            self.log_partition_ess_ = None
-            self.log_partition_method_ = "exact"
+            self._log_partition_cache = {
+                "log_partition_": log_z, "log_partition_interval_": (log_z, log_z),
+                "log_partition_ess_": None, "log_partition_method_": "exact"}
         return self.log_partition_
 
     def _ais_log_partition(self) -> None:
@@ -524,10 +540,11 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             seed=_seed(check_random_state(self.random_state)), progress=False)
         log_weights = np.asarray(result.log_weights, dtype=np.float64)
         scaled = np.exp(log_weights - log_weights.max())
-        self.log_partition_ = float(result.log_z)
-        self.log_partition_interval_ = (float(result.log_z_low), float(result.log_z_high))
-        self.log_partition_ess_ = float(scaled.sum() ** 2 / (scaled ** 2).sum())
-        self.log_partition_method_ = "ais"
+        self._log_partition_cache = {
+            "log_partition_": float(result.log_z),
+            "log_partition_interval_": (float(result.log_z_low), float(result.log_z_high)),
+            "log_partition_ess_": float(scaled.sum() ** 2 / (scaled ** 2).sum()),
+            "log_partition_method_": "ais"}
         # A search ranking models on these scores must hear it (the CLI prints the same).
         if not result.reliable:
             warnings.warn(
