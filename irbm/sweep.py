@@ -15,15 +15,16 @@ AIS budget of the final evaluation of each trial)::
 
 A grid over ``family`` compares families: each trial keeps only the model options its family
 takes (``beta = [1.01, 1.5]`` beside ``family = ["rbm", "irbm"]`` gives one RBM trial, named
-without beta, and two iRBM trials). Every grid point is validated as `Settings` before
-anything runs. Each trial trains with
-`irbm.workflows.train_run` into ``OUT/<name>`` (e.g. ``lr=0.05,l1=0.001``), which checkpoints
-every epoch, then is evaluated by `irbm.workflows.evaluate_run`. A trial is one Dask task that
-resumes whatever its directory holds, which gives the fault tolerance: re-running the sweep
-skips finished trials (epochs reached and an evaluation of the current model) and continues
-the others; a worker that dies mid-trial has its task rescheduled by Dask on another worker,
-where it resumes from the trial's last checkpoint; a trial that raises records its error in
-``error.txt`` and ``trial-status.json`` and the sweep goes on.
+without beta, and two iRBM trials); an option no family of the grid takes, or a training rule
+only some families have, is refused as for a single family. Every grid point is validated as
+`Settings` before anything runs. Each trial trains with `irbm.workflows.train_run` into
+``OUT/<name>`` (e.g. ``lr=0.05,l1=0.001``), which checkpoints every epoch, then is evaluated by
+`irbm.workflows.evaluate_run`. A trial is one Dask task that resumes whatever its directory
+holds, which gives the fault tolerance: re-running the sweep skips finished trials (epochs
+reached and an evaluation of the current model) and continues the others; a worker that dies
+mid-trial has its task rescheduled by Dask on another worker, where it resumes from the trial's
+last checkpoint; a trial that raises records its error in ``error.txt`` and ``trial-
+status.json`` and the sweep goes on.
 
 Successive halving (stopping the worse half of the trials at each evaluation point) is not
 implemented. Its decisions depend on the validation NLLs of *all* trials at a rung, so it needs
@@ -109,6 +110,12 @@ def read_sweep(source) -> dict:
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise ValueError(f"{name}: evaluation.{key} must be an integer >= {minimum}, "
                              f"got {value!r}")
+    if "family" in grid:  # an option no family of the grid takes would vanish from every trial
+        for key in [key for key in {**fixed, **grid} if key != "family"]:
+            if not any(key in applicable({"family": family, key: None})
+                       for family in grid["family"]):
+                raise ValueError(f"{name}: {key} applies to none of the grid's families "
+                                 f"{grid['family']}: leave it out")
     trials = {}
     for point in itertools.product(*grid.values()):
         point = dict(zip(grid, point))

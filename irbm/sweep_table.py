@@ -175,15 +175,31 @@ def _numeric_rows(rows) -> list[dict]:
     return split
 
 
+LEGEND = ("NLL in nats (AIS, +/- one standard error); * best validation NLL of its family "
+          "(read its 'reliable' cell: a ln Z too low makes an NLL look better); seconds: the "
+          "training epochs' and the evaluation's AIS, not start-up or data loading; - : a grid "
+          "setting the trial's family does not take.")
+# The cell of a grid setting a trial does not have (its family does not take it).
+NOT_TAKEN = "-"
+
+
 def _columns(rows) -> list[str]:
-    return [c for c in rows[0] if not c.startswith("_")] if rows else ["trial"]
+    """Every row's columns, in their rows' order: a grid over families gives trials different
+    grid keys (the RBM's trials have no beta), so the first row alone may lack some."""
+    columns = []
+    for row in rows:
+        keys = [key for key in row if not key.startswith("_")]
+        for index, key in enumerate(keys):
+            if key not in columns:
+                columns.insert(columns.index(keys[index - 1]) + 1 if index else 0, key)
+    return columns or ["trial"]
 
 
 # ---------------------------------------------------------------------------- writing
 def markdown_table(rows) -> str:
     columns = _columns(rows)
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
-    lines += ["| " + " | ".join(row[c].replace("|", "/") for c in columns) + " |"
+    lines += ["| " + " | ".join(row.get(c, NOT_TAKEN).replace("|", "/") for c in columns) + " |"
               for row in rows]
     return "\n".join(lines)
 
@@ -191,14 +207,13 @@ def markdown_table(rows) -> str:
 def html_table(rows, title: str) -> str:
     columns = _columns(rows)
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(row[c])}</td>" for c in columns)
-                   + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(row.get(c, NOT_TAKEN))}</td>"
+                                    for c in columns) + "</tr>" for row in rows)
     style = ("body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
              "td,th{border:1px solid #999;padding:4px 10px;text-align:right}")
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
             f"</title><style>{style}</style></head><body><h1>{html.escape(title)}</h1>"
-            f"<p>NLL in nats (AIS, +/- one standard error); * best validation NLL of its "
-            f"family.</p><table><tr>{head}</tr>{body}</table></body></html>")
+            f"<p>{html.escape(LEGEND)}</p><table><tr>{head}</tr>{body}</table></body></html>")
 
 
 def write_table(directory) -> tuple[Path, Path, Path]:
@@ -212,10 +227,7 @@ def write_table(directory) -> tuple[Path, Path, Path]:
     writer.writerows(numeric)
     title = f"irbm sweep {directory.name}"
     paths = [directory / f"{TABLE_NAME}.{ext}" for ext in ("md", "html", "csv")]
-    markdown = (f"# {title}\n\nNLL in nats (AIS, +/- one standard error); * best validation "
-                "NLL of its family (read its 'reliable' cell: a ln Z too low makes an NLL look "
-                "better); seconds: the training epochs' and the evaluation's AIS, not start-up "
-                f"or data loading.\n\n{markdown_table(rows)}\n")
+    markdown = f"# {title}\n\n{LEGEND}\n\n{markdown_table(rows)}\n"
     texts = [markdown, html_table(rows, title), buffer.getvalue()]
     for path, text in zip(paths, texts):
         with atomic_write(path, "w") as stream:

@@ -279,6 +279,8 @@ class Trainer:
         self.callbacks: list[Callback] = []
         self.stop_training = False
         self._trained_here = False  # fit has run in this process (its epochs count in total)
+        self.resumed = False  # rebuilt by `from_checkpoint`
+        self._fit_started = False  # a fit got past its callbacks' checks
 
     # ------------------------------------------------------------------ properties
     @property
@@ -505,6 +507,7 @@ class Trainer:
         self.stop_training = False
         for callback in callbacks:
             callback.check_fit(self)
+        self._fit_started = True  # past the checks: the files it writes are its own
         for callback in callbacks:
             callback.on_fit_start(self)
         bar = tqdm(total=epochs, initial=self.epoch, disable=not self.progress, unit="epoch",
@@ -617,6 +620,7 @@ class Trainer:
         trainer.order_generator.set_state(tensors["rng.order"])
         trainer.state = _State(metadata["epoch"], metadata["updates"], metadata["history"])
         trainer.size_history = [tuple(x) for x in metadata["size_history"]]
+        trainer.resumed = True  # its run's files are its own (`refuse_other_run`), at epoch 0 too
         return trainer
 
 
@@ -665,11 +669,12 @@ class CheckpointEvery(Callback):
 
 
 def refuse_other_run(run_dir: Path, trainer: Trainer, names: tuple[str, ...]):
-    """ValueError when a trainer that has not trained yet (epoch 0: not resumed) would write
-    into ``run_dir`` over files ``names`` that an earlier run left there: its checkpoints,
-    records and best model would be replaced without a word."""
+    """ValueError when a new trainer (neither resumed from a checkpoint nor past a fit's checks
+    in this process) would write into ``run_dir`` over files ``names`` that an earlier run
+    left there: its checkpoints, records and best model would be replaced without a word. A
+    trainer at epoch 0 may be resumed: ``--epochs 0`` saves a checkpoint there."""
     found = [name for name in names if (run_dir / name).exists()]
-    if trainer.epoch or not found:
+    if trainer.epoch or trainer.resumed or trainer._fit_started or not found:
         return
     hint = (f"resume that run with Trainer.from_checkpoint('{run_dir}'), or "
             if (run_dir / ckpt.TRAINER_FILE).exists() else "")

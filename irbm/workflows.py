@@ -121,6 +121,12 @@ def _check_output(out: Path, force: bool) -> bool:
     if not out.exists():
         return False
     if not runs.is_run(out):
+        written = [name for name in (ckpt.TRAINER_FILE, ckpt.MODEL_FILE, runs.BEST_FILE,
+                                     runs.VALIDATION_FILE) if (out / name).exists()]
+        if written:  # even with --force: training would overwrite that run's models
+            raise ValueError(f"{out} holds {', '.join(written)} written from Python (no "
+                             f"{runs.MARKER_FILE}), which training here would overwrite: "
+                             "choose a new --out, or move those files first")
         if any(out.iterdir()) and not force:
             raise ValueError(f"{out} is not empty and not an irbm run directory (no "
                              f"{runs.MARKER_FILE}); refusing to write into it: choose a new "

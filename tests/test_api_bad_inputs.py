@@ -258,3 +258,16 @@ def test_training_callbacks_refuse_before_any_epoch_and_keep_an_earlier_run(tmp_
     resumed = irbm.Trainer.from_checkpoint(run, progress=False)
     resumed.fit(rows, 4, callbacks=callbacks)
     assert resumed.epoch == 4
+    # A checkpoint at epoch 0 (fit(rows, 0) saves one) is resumed, not refused as another run's;
+    # so is a second fit of the trainer that wrote it.
+    zero = tmp_path / "zero"
+    started = irbm.Trainer(irbm.RBM(8, 2), batch_size=3, progress=False)
+    started.fit(rows, 0, callbacks=[CheckpointEvery(zero)])
+    started.fit(rows, 1, callbacks=[CheckpointEvery(zero)])
+    at_zero = tmp_path / "at-zero"
+    irbm.Trainer(irbm.RBM(8, 2), batch_size=3, progress=False).fit(
+        rows, 0, callbacks=[CheckpointEvery(at_zero)])
+    again = irbm.Trainer.from_checkpoint(at_zero, progress=False)
+    assert again.epoch == 0
+    again.fit(rows, 1, callbacks=[CheckpointEvery(at_zero)])
+    assert again.epoch == started.epoch == 1

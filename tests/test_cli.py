@@ -1251,3 +1251,13 @@ def test_a_run_under_the_authors_profile_says_the_rules_it_takes(tmp_path):
                     "--epochs", 1)
     assert_ok(plain)
     assert "profile" not in plain.out
+
+
+def test_a_run_trained_to_epoch_0_resumes(tmp_path):
+    """--epochs 0 saves a checkpoint at epoch 0: the same command with more epochs resumes it
+    (a review found it refused as another run's files)."""
+    run_dir = tmp_path / "run"
+    for epochs in (0, 2):
+        assert_ok(run_cli("train", "rbm", "digits", "--out", run_dir, "--n-hidden", 4,
+                          "--epochs", epochs, "--cd-k", 1, "--quiet", *SMALL))
+    assert json.loads((run_dir / "history.json").read_text())["history"][-1]["epoch"] == 2

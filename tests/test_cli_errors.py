@@ -6,7 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from _cli_helpers import assert_clean_error, assert_ok, one_thread, run_cli  # noqa: F401 (autouse fixture)
+from _cli_helpers import (  # noqa: F401 (one_thread: an autouse fixture)
+    assert_clean_error,
+    assert_ok,
+    one_thread,
+    run_cli,
+    snapshot,
+)
 
 
 @pytest.fixture(scope="module")
@@ -190,6 +196,16 @@ def test_a_checkpoint_directory_written_from_python_says_how_to_use_it(tmp_path)
                            "irbm.workflows.train_run", python)
     drawn = irbm.sampling.sample(irbm.load(str(tmp_path / "ck")), 100, 1000)  # as said
     assert drawn.samples.shape == (100, data.n_visible)
+    # Training into it is refused before anything is written, --force or not: it would
+    # overwrite that model (a review found a run's records written, then the refusal).
+    before = snapshot(tmp_path / "ck")
+    for force in ([], ["--force"]):
+        assert_clean_error(run_cli("train", "orbm", "digits", "--out", tmp_path / "ck",
+                                   "--n-hidden", 7, "--epochs", 1, *force),
+                           "holds checkpoint.safetensors, model.safetensors written from Python "
+                           "(no irbm-run.json), which training here would overwrite: choose a "
+                           "new --out")
+    assert snapshot(tmp_path / "ck") == before
     estimate = irbm.evaluate.ais_nll(irbm.load(str(tmp_path / "ck")),
                                      torch.as_tensor(data.test[:20]), n_chains=10, n_betas=20)
     assert estimate.mean > 0

@@ -433,3 +433,24 @@ def test_a_grid_of_families_gives_each_trial_the_options_its_family_takes():
     assert trial_settings(fixed, fixed["trials"]["family=orbm"])["beta"] == 1.2
     with pytest.raises(ValueError, match="rbm does not take beta"):
         read_sweep({**BASE, "family": "rbm", "grid": {"beta": [1.5]}})
+    for nowhere in ({"grid": {"family": ["rbm"], "beta": [1.01, 1.5]}},
+                    {"max_hidden": 50, "grid": {"family": ["rbm", "orbm"]}}):
+        with pytest.raises(ValueError, match=r"applies to none of the grid's families"):
+            read_sweep({**without_family, **nowhere})
+
+
+@pytest.mark.parametrize("families", [["rbm", "irbm"], ["irbm", "rbm"]])
+def test_a_table_of_several_families_has_every_grid_column(tmp_path, families):
+    """The first row alone gave the columns: listed after the RBM, beta was left out of the
+    table; before it, writing the table failed on the RBM's row (a review)."""
+    from irbm.sweep import prepare_sweep_directory
+    from irbm.sweep_table import write_table
+    without_family = {key: value for key, value in BASE.items() if key != "family"}
+    spec = read_sweep({**without_family, "grid": {"family": families, "beta": [1.01, 1.5]}})
+    out = prepare_sweep_directory(tmp_path / "out", spec)
+    markdown, _, csv_path = write_table(out)
+    header, _, *rows = (out / "sweep.md").read_text().split("\n\n")[2].splitlines()
+    assert header.startswith("| trial | family | beta | ")
+    (rbm,) = [row for row in rows if row.startswith("| family=rbm |")]
+    assert rbm.split(" | ")[2] == "-"
+    assert csv_path.read_text().splitlines()[0].startswith("trial,family,beta,")
