@@ -23,8 +23,8 @@ only some families have, is refused as for a single family. Every grid point is 
 holds, which gives the fault tolerance: re-running the sweep skips finished trials (epochs
 reached and an evaluation of the current model) and continues the others; a worker that dies
 mid-trial has its task rescheduled by Dask on another worker, where it resumes from the trial's
-last checkpoint; a trial that raises records its error in ``error.txt`` and ``trial-
-status.json`` and the sweep goes on.
+last checkpoint; a trial that raises records its error in ``error.txt`` and
+``trial-status.json`` and the sweep goes on.
 
 Successive halving (stopping the worse half of the trials at each evaluation point) is not
 implemented. Its decisions depend on the validation NLLs of *all* trials at a rung, so it needs
