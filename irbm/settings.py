@@ -278,13 +278,8 @@ class Settings:
             # Frozen: normalized values (an int lr becomes a float) are set this way.
             object.__setattr__(self, spec.name, spec.check(getattr(self, spec.name)))
         cls = family_class(self.family)
-        options = cls.options()
-        foreign = [spec.name for spec in SPECS.values()
-                   if spec.family_option and getattr(self, spec.name) is not None
-                   and spec.name not in options]
-        if foreign:
-            raise ValueError(f"{self.family} does not take {', '.join(map(_both, foreign))}; "
-                             f"the options of {self.family} are {', '.join(options) or 'none'}")
+        refuse_foreign_options(self.family, {spec.name: getattr(self, spec.name)
+                                             for spec in SPECS.values()})
         if self.random_permutation and not cls.has_z:
             raise ValueError(f"random_permutation (--random-permutation) needs a family whose "
                              f"hidden units are ordered (with z); {self.family} has none")
@@ -386,6 +381,17 @@ def applicable(mapping: dict) -> dict:
     options = family_class(mapping["family"]).options()
     return {key: value for key, value in mapping.items()
             if not (key in SPECS and SPECS[key].family_option) or key in options}
+
+
+def refuse_foreign_options(family: str, mapping: dict):
+    """ValueError naming the model options in ``mapping`` (set, not None) that ``family`` does
+    not take, and those it does."""
+    options = family_class(family).options()
+    foreign = [name for name, value in mapping.items() if name in SPECS
+               and SPECS[name].family_option and value is not None and name not in options]
+    if foreign:
+        raise ValueError(f"{family} does not take {', '.join(map(_both, foreign))}; "
+                         f"the options of {family} are {', '.join(options) or 'none'}")
 
 
 def check_setting(name: str, value):

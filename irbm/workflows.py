@@ -39,7 +39,13 @@ from .profiles import PROFILES, merge_settings
 from .report import MARKER_FILE as REPORT_MARKER
 from .report import write_report
 from .sampling import sample
-from .settings import SPECS, Settings, check_model_size
+from .settings import (
+    SPECS,
+    Settings,
+    check_model_size,
+    check_setting,
+    refuse_foreign_options,
+)
 from .sweep_table import expand_sweeps
 from .training import AVERAGE_DIR, Callback, CheckpointEvery, Trainer
 
@@ -94,15 +100,20 @@ def settings_for(out, given: dict) -> Settings:
     command line's).
 
     A value that the run's model was built with cannot change: that is refused here, the
-    family before ``given`` is combined with settings of another family, the rest after the
-    values are checked (an invalid value is named as such, not as a change)."""
+    family before ``given`` is combined with settings of another family, the rest after each
+    given value is checked alone and against the run's family (an invalid value is named as
+    such, not as a change, nor as a clash with a recorded value the user never gave)."""
     resumable = runs.is_run(out) and (Path(out) / ckpt.TRAINER_FILE).exists()
     recorded = runs.read_settings(out).record() if resumable else {}
     _refuse_fixed_changes(out, recorded, {"family": given["family"]} if "family" in given
                           else {})
-    settings = Settings.from_mapping(merge_settings(recorded, given), source="the settings")
+    for name, value in given.items():
+        if name in SPECS:
+            check_setting(name, value)
+    if recorded:
+        refuse_foreign_options(recorded["family"], given)
     _refuse_fixed_changes(out, recorded, given)
-    return settings
+    return Settings.from_mapping(merge_settings(recorded, given), source="the settings")
 
 
 def _refuse_fixed_changes(out, recorded: dict, new: dict):

@@ -327,7 +327,7 @@ def test_resume_cannot_change_the_built_model_even_with_force(base_run, tmp_path
 
 @pytest.mark.parametrize("change,expected", [
     (["--n-hidden", 0], "n_hidden must be an integer >= 1"),
-    (["--beta", 0.5], "beta must be a finite number > 1")])
+    (["--lr", -1], "lr must be a finite number > 0")])
 def test_resume_names_an_invalid_value_as_invalid_not_as_a_change(base_run, tmp_path, change,
                                                                   expected):
     """An invalid value is what to fix, whether or not the run exists ("holds a model built
@@ -1261,3 +1261,14 @@ def test_a_run_trained_to_epoch_0_resumes(tmp_path):
         assert_ok(run_cli("train", "rbm", "digits", "--out", run_dir, "--n-hidden", 4,
                           "--epochs", epochs, "--cd-k", 1, "--quiet", *SMALL))
     assert json.loads((run_dir / "history.json").read_text())["history"][-1]["epoch"] == 2
+
+
+def test_a_changed_size_is_named_as_a_change_not_as_a_clash_with_a_recorded_cap(tmp_path):
+    """Against the run's max_hidden 20, --n-hidden 30 read "max_hidden (20) is smaller than
+    n_hidden (30)", a value the user never gave (a review): it is a change of the model."""
+    run_dir = tmp_path / "run"
+    assert_ok(run_cli(*train_args("irbm", "digits", run_dir, "--max-hidden", 20)))
+    before = snapshot(run_dir)
+    assert_clean_error(run_cli(*train_args("irbm", "digits", run_dir, "--n-hidden", 30)),
+                       "holds a model built with n_hidden 16; it cannot be changed")
+    assert snapshot(run_dir) == before
