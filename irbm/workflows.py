@@ -791,7 +791,7 @@ def sample_run(run_dir, *, n_samples=16, n_steps=10000, init="random", z_max_ini
     line saying which model was sampled (default: the module's logger)."""
     from .plotting import plot_samples
     check_device(device)
-    run_dir = runs.require_run(run_dir)
+    run_dir = runs.require_run(run_dir, command="irbm sample")
     dataset = runs.load_run_dataset(run_dir, data_dir)
     figures = runs.check_writable(run_dir / "figures")
     model, source = runs.run_model(run_dir, which=which, device=device)
@@ -838,7 +838,7 @@ def plot_run(run_dir, *, data_dir=None, device=None, allow_stale=False, echo=Non
     figure is removed) unless ``allow_stale``; either way each is reported to ``echo``."""
     say = echo or logger.warning
     check_device(device)
-    run_dir = runs.require_run(run_dir)
+    run_dir = runs.require_run(run_dir, command="irbm plot")
     dataset = runs.load_run_dataset(run_dir, data_dir)
     model, source = runs.run_model(run_dir, which=which)
     (echo or logger.info)(f"figures of {source.file} (epoch {source.epoch}, "

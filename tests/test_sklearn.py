@@ -267,8 +267,8 @@ def test_larger_models_are_scored_with_ais_and_an_estimate_the_cli_would_flag_wa
     with pytest.warns(UserWarning, match=r"BernoulliRBM: log Z by AIS is unreliable: effective "
                                          r"sample size \d+\.\d of 20 chains x 100 temperatures"
                                          r".*raise score_chains and score_betas "
-                                         r"\(score_chains=20 leaves the weights almost no room "
-                                         r"to spread: use at least 100\)"):
+                                         r"\(score_chains=20 can never reach 30 effective "
+                                         r"chains: use at least 100\)"):
         scores = model.score_samples(X)
     assert model.log_partition_method_ == "ais" and np.isfinite(scores).all()
     assert 1.0 <= model.log_partition_ess_ <= 20.0

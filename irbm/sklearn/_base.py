@@ -554,7 +554,9 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                 "are needed: log Z is likely underestimated, so the scores look too good; "
                 "raise score_chains and score_betas"
                 # 30 effective of fewer than 60 chains needs nearly equal weights.
-                + (f" (score_chains={self.score_chains} leaves the weights almost no room to "
+                + (f" (score_chains={self.score_chains} can never reach 30 effective chains: "
+                   "use at least 100)" if self.score_chains < 30 else
+                   f" (score_chains={self.score_chains} leaves the weights almost no room to "
                    "spread: use at least 100)" if self.score_chains < 60 else ""),
                 UserWarning, stacklevel=_caller_level())
 
