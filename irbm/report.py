@@ -72,6 +72,24 @@ def _estimates(record: dict) -> list[tuple[float, float, float]]:
          math.expm1(record["log_z_high"] - record["log_z"]) / 3)]
 
 
+def _runs_of(record: dict) -> frozenset:
+    """The AIS runs behind an evaluation, each as (temperatures, route, ln Z-hat)."""
+    levels = record.get("bracket", {}).get("levels", [])
+    return frozenset((level["n_betas"], route, run.get("log_z")) for level in levels
+                     for route, run in level.get("ais", {}).items()) or frozenset(
+        [(record.get("n_betas"), record.get("path"), record["log_z"])])
+
+
+def _distinct_runs(records: list[dict]) -> list[dict]:
+    """``records`` without those whose AIS runs another record holds too: a continued bracket
+    carries its stored levels, which pooled with their first record would count twice (a
+    walkthrough found a row's NLL outside its own certified bracket so)."""
+    runs_of = [_runs_of(record) for record in records]
+    return [record for index, record in enumerate(records)
+            if not any(runs_of[index] < other or (runs_of[index] == other and later > index)
+                       for later, other in enumerate(runs_of) if later != index)]
+
+
 def pooled_log_partition(records: list[dict]) -> tuple[float, float, float]:
     """(ln Z-hat, ln(Z-hat - 3 sigma), ln(Z-hat + 3 sigma)) of one Z-hat pooled over the AIS
     runs of ``records`` (`irbm.bracket.pool_estimates`, weighted by chains x temperatures), the
@@ -85,7 +103,7 @@ def pooled_log_partition(records: list[dict]) -> tuple[float, float, float]:
     exact = [record["log_z"] for record in records if record.get("log_z_source") == "exact"]
     if exact:  # enumerated: nothing to pool
         return exact[-1], exact[-1], exact[-1]
-    log_z, low, high = pool_estimates([estimate for record in records
+    log_z, low, high = pool_estimates([estimate for record in _distinct_runs(records)
                                        for estimate in _estimates(record)])
     floor = max(record.get("log_z_floor", -math.inf) for record in records)
     return (floor, floor, math.inf) if floor > log_z else (log_z, low, high)
@@ -196,7 +214,7 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
     elif others:
         ais += "; the highest ln Z of " + str(len(others) + 1) + " evaluations (" + ", ".join(
             f"{_number(r['log_z'])} {r.get('path', 'linear').split(':')[0]}" for r in others) \
-            + " also ran; ln Z and the NLL pool them all)"
+            + " also ran; ln Z and the NLL pool their distinct AIS runs)"
     upper = record.get("raise")
     return {
         "run": str(run_dir), "dataset": dataset_name(record.get("dataset", "")),

@@ -399,6 +399,29 @@ def test_the_report_pools_only_one_models_evaluations_and_shows_the_latest_brack
     assert report._latest_bracket("run", best, others)["conservative"] == 9.0
 
 
+def test_a_continued_brackets_stored_levels_are_pooled_once():
+    """--continue records the stored levels again beside the new one: pooled with the record
+    they came from, they counted twice, and a row's NLL fell outside its own certified bracket
+    (a walkthrough). A separate evaluation of the same model still joins the pool."""
+    from irbm import report
+
+    def level(n_betas, log_z):
+        return {"n_betas": n_betas, "ais": {"linear": {"log_z": log_z, "n_chains": 100,
+                                                       "sigma": 0.05}}}
+
+    def bracketed(*levels):
+        return {"log_z": levels[-1]["ais"]["linear"]["log_z"], "n_chains": 100,
+                "n_betas": levels[-1]["n_betas"], "log_z_high": 0.0,
+                "bracket": {"levels": list(levels)}}
+    first = bracketed(level(1000, 10.0), level(2000, 12.0))
+    continued = bracketed(level(1000, 10.0), level(2000, 12.0), level(4000, 12.5))
+    alone = report.pooled_log_partition([continued])
+    assert report.pooled_log_partition([first, continued]) == alone
+    assert report.pooled_log_partition([continued, first]) == alone
+    other = {"log_z": 14.0, "log_z_high": 14.1, "n_chains": 100, "n_betas": 1000}
+    assert report.pooled_log_partition([first, continued, other])[0] > alone[0]
+
+
 def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, tmp_path,
                                                                        capsys):
     from irbm.cli import main
