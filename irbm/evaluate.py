@@ -525,8 +525,9 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         and direction). Default: the first level's ``n_betas``, at most 1,000, so that a small
         bracket does not spend most of its time in pilots; continuing, the stored bracket's
         (1,000 for those stored before it was recorded).
-    resume : dict, optional
-        A stored bracket of this model (`Bracket.summary`) to continue: its levels are kept and
+    resume : Bracket or dict, optional
+        A bracket of this model (a `Bracket`, or its stored `Bracket.summary`) to continue, its
+        cross-check carried on when this call runs none: its levels are kept and
         the temperatures doubled from its last, with its chains, rows, seed, routes and
         schedule (each must equal this call's; its ``seed``, which the evaluation record
         holds, is the caller's to pass again). Level k's seed depends on k alone, and the
@@ -565,6 +566,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     -------
     Bracket
     """
+    if isinstance(resume, Bracket):  # the object a call returned, as well as its summary
+        resume = resume.summary()
     tolerance, raise_repeats = _checked_settings(tolerance, max_seconds, n_chains, schedule,
                                                  raise_repeats)
     make_betas(n_betas)  # validates
@@ -686,6 +689,14 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                 echo(f"  tempering ({check['route']}): NLL {check['nll']:.2f} +/- "
                      f"{check['stderr']:.2f}, {check['passages']} passages from base to model"
                      + describe_bdmc(check))
+        elif resume is not None and resume.get("cross_check") is not None:
+            # An independent estimate of the same model stays evidence at every later level
+            # (it was dropped, and a row lost the tempering that refuted its RAISE routes).
+            check = {**resume["cross_check"], "carried": True}  # not this call's to run
+            if echo is not None:
+                echo(f"  tempering of the stored bracket ({check['route']}): NLL "
+                     f"{check['nll']:.2f} +/- {check['stderr']:.2f}, judged again")
+        if check is not None:
             judge_conservative(levels, check, floor)  # a RAISE route below it is out
             last = levels[-1]
         reasons = verdict(levels, tolerance=tolerance, out_of_time=out_of_time, cross_check=check)

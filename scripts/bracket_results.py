@@ -40,6 +40,15 @@ def latest_bracket(model_dir: Path) -> dict | None:
     return None
 
 
+def carried_cross_check(model_dir: Path, record: dict) -> dict | None:
+    """The record's cross-check, else that of the nearest bracket it continues (through
+    ``continues``, an index into the directory's evaluations) that has one."""
+    records = runs.read_evaluations(model_dir)
+    while not record["bracket"].get("cross_check") and record.get("continues") is not None:
+        record = records[record["continues"]]
+    return record["bracket"].get("cross_check")
+
+
 # `irbm.evaluate.bracket_nll`'s first level when --betas is not given.
 FIRST_LEVEL_BETAS = inspect.signature(bracket_nll).parameters["n_betas"].default
 
@@ -99,7 +108,7 @@ def _floor_command(model_dir, record) -> str:
 def _tempering_command(model_dir, record, check) -> str:
     """The cross-check: inside the bracket's command, or (a record re-judged after one) the
     separate `irbm evaluate --tempering` that added it, along its route."""
-    if check is None:
+    if check is None or check.get("carried"):  # carried on from the bracket it continues
         return ""
     if not record.get("cross_checked"):
         return f" --tempering {check['n_sweeps']}"
@@ -118,8 +127,11 @@ def row_of(model_dir: Path) -> dict:
     family, hidden = record["family"], record["n_hidden"]
     paper = PAPER.get(record["dataset"], {})
     reference = paper.get((family, hidden)) or paper.get((family, "learned"))
-    # The stored estimates judged under the current rules (a rule change needs no resampling).
-    bracket = rejudge(record["bracket"])
+    # The stored estimates judged under the current rules (a rule change needs no resampling),
+    # with the cross-check of the bracket it continues where --continue dropped it (before
+    # irbm.evaluate.bracket_nll carried it on).
+    bracket = rejudge({**record["bracket"],
+                       "cross_check": carried_cross_check(model_dir, record)})
     # How a selected model was chosen (the paper's protocol): the row scripts/paper_results.py
     # wrote for the candidates, copied beside the model when it was selected.
     selection = runs.read_json(model_dir / SELECTION_FILE, {})
@@ -135,7 +147,7 @@ def row_of(model_dir: Path) -> dict:
             "bracket": bracket, "paper": reference,
             "selection": selection.get("selection"),
             "train_command": command_of(config, Path("runs") / model_dir.name),
-            "evaluate_command": evaluate_command(model_dir, bracket, record,
+            "evaluate_command": evaluate_command(model_dir, record["bracket"], record,
                                                  runs.read_evaluations(model_dir))}
 
 

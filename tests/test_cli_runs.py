@@ -707,7 +707,12 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
         assert (f"{gap:.2f} nat short for want of chains per row" in out) == (gap >= 0.005)
     assert records[continued["continues"]] == checked
     old, new = stored["bracket"], continued["bracket"]
-    assert new["cross_check"] is None  # no --tempering this time
+    # No --tempering this time: the check of the bracket it continues is carried on, judged
+    # again at the new level (it was dropped, and a row lost its tempering column so).
+    carried = checked["bracket"]["cross_check"]
+    assert new["cross_check"] == {**carried, "carried": True}
+    assert f"tempering of the stored bracket ({carried['route']}): NLL {carried['nll']:.2f}" \
+        in out
     assert new["levels"][:len(old["levels"])] == old["levels"]
     assert new["resumed_levels"] == len(old["levels"]) < len(new["levels"])
     assert new["levels"][len(old["levels"])]["n_betas"] == 2 * old["levels"][-1]["n_betas"]

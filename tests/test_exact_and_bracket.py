@@ -282,12 +282,21 @@ def test_a_tempering_estimate_above_raise_refutes_it_inside_bracket_nll(full_siz
     exact = exact_nll("rbm", model, log_z, rows)
     monkeypatch.setattr(evaluate, "cross_check", lambda *args, **kwargs: {
         "nll": exact + 20.0, "stderr": 0.1, "passages": 10, "route": "linear"})
+    # max_betas: one level, so that the bracket is not certified without the check either
     bracket = bracket_nll(model, rows, base_data=None, rows=30, tolerance=1.0, seed=0,
-                          n_chains=16, n_betas=250, tempering=True)
+                          n_chains=16, n_betas=250, tempering=True, max_betas=250)
     assert bracket.conservative == math.inf and bracket.certified is False
-    assert bracket.levels[-1]["refuted_by_check"] and bracket.stopped_by is None
+    assert bracket.levels[-1]["refuted_by_check"]
     assert any(f"falls below the tempering estimate ({exact + 20:.2f} +/- 0.10)" in reason
                for reason in bracket.reasons), bracket.reasons
+    # Continued without tempering, the stored check is still evidence: carried on, not dropped
+    # (a continued row lost the tempering that refuted its RAISE); the Bracket itself resumes.
+    monkeypatch.setattr(evaluate, "cross_check", None)  # must not run again
+    continued = bracket_nll(model, rows, base_data=None, rows=30, tolerance=1.0, seed=0,
+                            n_chains=16, n_betas=250, resume=bracket)
+    assert continued.n_betas == 500 and continued.cross_check["carried"] is True
+    assert continued.cross_check["nll"] == exact + 20.0 and continued.conservative == math.inf
+    assert any("falls below the tempering estimate" in reason for reason in continued.reasons)
 
 
 def test_bracket_out_of_time_says_why(full_size):
