@@ -39,7 +39,14 @@ from ._ais_chains import check_path, run_chains, run_reverse_chains
 from ._io import atomic_write
 from ._threads import chooses_threads
 from .kernels import runs_on
-from .models import EnergyModel, TrajectoryPath, check_device, check_dtype, require_full_precision
+from .models import (
+    EnergyModel,
+    TrajectoryPath,
+    check_device,
+    check_dtype,
+    require_finite_parameters,
+    require_full_precision,
+)
 
 MIN_JUDGED_CHAINS = 30  # AIS chains below which the spread of the weights says too little
 
@@ -519,6 +526,7 @@ def on_device(model: EnergyModel, device, dtype, what: str) -> EnergyModel:
     check_device(device)
     dtype = None if dtype is None else check_dtype(dtype)  # "float64" names one too
     require_full_precision(dtype or model.dtype, what, "this model" if dtype is None else "dtype=")
+    require_finite_parameters(model, what)
     device = torch.device(device) if device is not None else model.device
     if device.type == model.device.type and device.index is None:
         device = model.device  # "cuda" names the model's own cuda:N: no copy

@@ -55,6 +55,7 @@ from .bracket import (
     verdict,
 )
 from .floor import FLOOR_STEPS, free_energies, sampled_log_partition_floor
+from .models import require_finite_parameters, require_full_precision
 from .tempering import estimate_log_partition_tempering
 
 CPU_CHAIN_BATCH = 250  # chains per batch of a bracket's runs off the GPU (`bracket_nll`)
@@ -568,6 +569,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     """
     if isinstance(resume, Bracket):  # the object a call returned, as well as its summary
         resume = resume.summary()
+    require_full_precision(model.dtype, "a bracket")
+    require_finite_parameters(model, "a bracket")
     tolerance, raise_repeats = _checked_settings(tolerance, max_seconds, n_chains, schedule,
                                                  raise_repeats)
     make_betas(n_betas)  # validates

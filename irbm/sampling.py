@@ -14,7 +14,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ._threads import chooses_threads
-from .models import EnergyModel, bernoulli
+from .models import EnergyModel, bernoulli, require_finite_parameters
 
 INITIALIZATIONS = ("random", "data")
 
@@ -107,6 +107,7 @@ def sample(model: EnergyModel, n_samples: int | None, n_steps: int, *, init="ran
         For a bad count, an unknown ``init``, missing or malformed ``data``, a wrong ``init``
         shape, or ``z_max_init`` with an RBM.
     """
+    require_finite_parameters(model, "sampling")
     n_steps = _positive_int(n_steps, "n_steps")
     if every is not None:
         every = _positive_int(every, "every")

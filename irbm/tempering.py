@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 from ._ais_chains import check_path
 from ._threads import chooses_threads
 from .ais import make_betas, make_path, resolve_base, tuned_betas
-from .models import UniformSource
+from .models import UniformSource, require_finite_parameters, require_full_precision
 
 
 @dataclass
@@ -181,6 +181,8 @@ def estimate_log_partition_tempering(model, n_temperatures: int = 100, n_sweeps:
     -------
     TemperingResult
     """
+    require_finite_parameters(model, "parallel tempering")
+    require_full_precision(model.dtype, "parallel tempering")
     n_ladders, n_groups, n_sweeps = int(n_ladders), int(n_groups), int(n_sweeps)
     if n_groups < 2 or n_ladders % n_groups:
         raise ValueError(f"n_ladders ({n_ladders}) must be a multiple of n_groups "

@@ -34,7 +34,12 @@ from .evaluate import (
     refuse_descents_base,
 )
 from .floor import FLOOR_STEPS, sampled_log_partition_floor
-from .models import build_model, check_device
+from .models import (
+    build_model,
+    check_device,
+    require_finite_parameters,
+    require_full_precision,
+)
 from .profiles import PROFILES, merge_settings
 from .report import MARKER_FILE as REPORT_MARKER
 from .report import write_report
@@ -471,6 +476,11 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
     runs.check_ais_partial(partial)
     model, source = runs.run_model(run_dir, which=which, device=device)
     model.check_ais_path(path)  # before any work
+    require_finite_parameters(model, "irbm evaluate")
+    require_full_precision(model.dtype, "irbm evaluate")
+    if bracket and n_chains < 2:
+        raise ValueError(f"--chains {n_chains} (Python: n_chains=): a bracket needs at least 2 "
+                         "AIS chains per route")
     hint = (" (no best model: train with --eval-every N for model selection)"
             if which == "best" and source.file != runs.BEST_FILE else "")
     if bracket:

@@ -62,8 +62,14 @@ def test_half_precision_models_train_but_are_not_annealed(dtype):
     from irbm.evaluate import ais_nll, raise_nll
     model, rows = irbm.RBM(16, 4, dtype=dtype), torch.ones(3, 16, dtype=dtype)
     irbm.Trainer(model, batch_size=3, progress=False).fit(rows, 1)
+    from irbm.evaluate import bracket_nll
+    from irbm.tempering import estimate_log_partition_tempering
     for what, call in [("AIS", lambda: ais_nll(model, rows, n_chains=4, n_betas=4)),
-                       ("RAISE", lambda: raise_nll(model, rows, n_betas=4))]:
+                       ("RAISE", lambda: raise_nll(model, rows, n_betas=4)),
+                       # a traceback from numpy's generator before (a walkthrough)
+                       ("a bracket", lambda: bracket_nll(model, rows, base_data=rows)),
+                       ("parallel tempering",
+                        lambda: estimate_log_partition_tempering(model, 4, 10))]:
         with pytest.raises(ValueError, match=rf"{what} runs in float32 or float64, and this "
                                              rf"model is {dtype}: convert the model first"):
             call()
@@ -271,3 +277,25 @@ def test_training_callbacks_refuse_before_any_epoch_and_keep_an_earlier_run(tmp_
     assert again.epoch == 0
     again.fit(rows, 1, callbacks=[CheckpointEvery(at_zero)])
     assert again.epoch == started.epoch == 1
+
+
+def test_a_model_with_non_finite_parameters_is_refused_by_every_estimator_and_the_sampler():
+    """AIS returned ln Z = nan with a warning about spread weights, a bracket failed on "betas
+    contains NaN", exact ln Z returned nan and sampling drew normal-looking pictures (a
+    walkthrough): each now names the parameter."""
+    from irbm.evaluate import ais_nll, bracket_nll, raise_nll
+    from irbm.sampling import sample
+    from irbm.tempering import estimate_log_partition_tempering
+    model, rows = irbm.RBM(6, 3, dtype=torch.float64), torch.ones(3, 6, dtype=torch.float64)
+    with torch.no_grad():
+        model.W[0, 0] = float("nan")
+    for what, call in [("AIS", lambda: ais_nll(model, rows, n_chains=4, n_betas=4)),
+                       ("RAISE", lambda: raise_nll(model, rows, n_betas=4)),
+                       ("a bracket", lambda: bracket_nll(model, rows, base_data=rows)),
+                       ("parallel tempering",
+                        lambda: estimate_log_partition_tempering(model, 4, 10)),
+                       ("exact log Z", model.log_partition_exact),
+                       ("sampling", lambda: sample(model, 2, 3))]:
+        with pytest.raises(ValueError, match=rf"^{what} needs finite parameters, and this "
+                                             rf"model's W hold NaN or infinite values"):
+            call()

@@ -516,6 +516,9 @@ def test_bracket_options_are_refused_before_any_work(run_dir):
     result = run_cli("evaluate", run_dir, "--bracket", "--base", "descents")
     assert_clean_error(result, "the descents base serves AIS runs and --tempering cross-checks")
     assert "bracketing" not in result.out
+    result = run_cli("evaluate", run_dir, "--bracket", "--chains", "1")
+    assert_clean_error(result, "--chains 1 (Python: n_chains=): a bracket needs at least 2")
+    assert "bracketing" not in result.out
     assert snapshot(run_dir) == before
 
 

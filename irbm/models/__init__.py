@@ -17,6 +17,7 @@ from ._base import (
                     binary_configurations,
                     check_device,
                     check_dtype,
+                    require_finite_parameters,
                     require_full_precision,
                     take_units,
 )
@@ -34,4 +35,4 @@ __all__ = ["EnergyModel", "Gradients", "BipartiteModel", "HiddenState", "Paramet
            "FAMILIES",
            "build_model", "family_class", "register_family", "binary_configurations",
            "take_units", "bernoulli", "check_device", "check_dtype", "DTYPES",
-           "require_full_precision"]
+           "require_finite_parameters", "require_full_precision"]

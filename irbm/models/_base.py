@@ -65,6 +65,18 @@ def require_full_precision(dtype: torch.dtype, what: str, source: str = "this mo
                             "ask for torch.float32 or torch.float64"))
 
 
+def require_finite_parameters(model, what: str) -> None:
+    """ValueError naming the parameters of ``model`` that hold NaN or infinite values, which
+    ``what`` cannot use (AIS returned ln Z = nan, brackets failed on "betas contains NaN",
+    samples looked normal)."""
+    bad = [name for name, parameter in model.named_parameters()
+           if not bool(torch.isfinite(parameter).all())]
+    if bad:
+        raise ValueError(f"{what} needs finite parameters, and this model's {', '.join(bad)} "
+                         "hold NaN or infinite values (a diverged training: load an earlier "
+                         "checkpoint, or train again with a smaller learning rate)")
+
+
 @dataclass(frozen=True)
 class ParameterSpec:
     """How the trainer treats one parameter.
@@ -516,6 +528,7 @@ class EnergyModel(nn.Module, abc.ABC):
     def log_partition_exact(self) -> float:
         """log Z by enumeration in float64: over hidden configurations (and z) with the visible
         units summed out analytically, or over visible vectors when that is smaller."""
+        require_finite_parameters(self, "exact log Z")
         model = self.as_float64()
         n_hidden_terms = model._n_hidden_terms()
         n_visible_terms = 2**model.n_visible
