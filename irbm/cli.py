@@ -15,6 +15,7 @@ import os
 import re
 import sys
 import warnings
+from pathlib import Path
 
 import torch
 
@@ -367,9 +368,12 @@ _INTERRUPTED = {
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     """A warning as one line in the command's voice, not Python's file, line and source
-    (IRBM_DEBUG=1 shows those)."""
-    kind = "" if category is UserWarning else f" ({category.__name__})"
-    print(f"irbm: warning: {message}{kind}", file=sys.stderr if file is None else file)
+    (IRBM_DEBUG=1 shows those); one from another library keeps its kind and origin."""
+    ours = Path(filename).resolve().is_relative_to(Path(__file__).resolve().parent)
+    origin = "" if ours and category is UserWarning else (
+        f" ({category.__name__}" + ("" if ours else f", {Path(filename).name}:{lineno}") + ")")
+    print(f"irbm: warning: {' '.join(str(message).split())}{origin}",
+          file=sys.stderr if file is None else file)
 
 
 def main(argv=None) -> int:

@@ -476,7 +476,9 @@ class Trainer:
             training rows), "train_free_energy" (mean F(v) of those rows, nats),
             "valid_free_energy" (with ``valid``), "seconds" (the epoch's wall time) and
             "threads"; callbacks may add theirs (`ValidateWithAIS`: "valid_nll",
-            "valid_nll_stderr", "log_z").
+            "valid_nll_stderr", "log_z", and "log_z_ess", "log_z_chains", "log_z_reliable":
+            its effective sample size, chains, and whether ln Z passes the reliability
+            checks of `irbm.ais.AISResult.reliable`).
         """
         epochs = _count(epochs, "epochs", minimum=0)
         if getattr(self, "_trained_here", False) and 0 < epochs <= self.epoch:

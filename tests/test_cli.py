@@ -201,6 +201,15 @@ def test_a_warning_is_one_line_in_the_commands_voice(tmp_path):
     lines = result.err.strip().splitlines()
     assert lines and all(line.startswith("irbm: warning: the infinite RBM would grow past "
                                          "max_hidden (2)") for line in lines), result.err
+    assert "--max-hidden" in lines[0]
+    # Another library's keeps its kind and origin; a message of several lines is one line.
+    import io
+
+    from irbm import cli
+    stream = io.StringIO()
+    cli._show_warning(RuntimeWarning("two\nlines"), RuntimeWarning, "/x/site-packages/lib.py",
+                      7, file=stream)
+    assert stream.getvalue() == "irbm: warning: two lines (RuntimeWarning, lib.py:7)\n"
 
 
 def test_each_epochs_validation_line_follows_that_epochs_line(tmp_path):

@@ -139,7 +139,8 @@ class InfiniteRBM(OrderedRBM):
             # Silent, the cap would pass for the size the data asked for.
             warnings.warn(f"the infinite RBM would grow past max_hidden ({self.max_hidden}) "
                           "and is held there: its size is the cap, not the one training "
-                          "would learn (raise max_hidden, or leave it None)", stacklevel=2)
+                          "would learn (raise max_hidden, --max-hidden, or leave it None, "
+                          "without --max-hidden)", stacklevel=2)
             return None
         return torch.cat([torch.arange(self.n_hidden, device=self.device),
                           torch.tensor([-1], device=self.device)])

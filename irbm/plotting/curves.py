@@ -144,7 +144,9 @@ def _is_number(value) -> bool:
 _LABELS = {"valid_nll": "validation NLL (AIS)", "log_z": "ln Z (AIS)",
            "train_free_energy": "train free energy", "valid_free_energy": "valid free energy",
            "reconstruction_error": "reconstruction error", "n_hidden": "hidden units",
-           "seconds": "seconds per epoch", "nll": "NLL (nats)", "free_energy": "free energy"}
+           "seconds": "seconds per epoch", "nll": "NLL (nats)", "free_energy": "free energy",
+           "log_z_ess": "effective AIS chains (validation)",
+           "log_z_chains": "AIS chains (validation)"}
 
 
 def _label(key: str) -> str:
