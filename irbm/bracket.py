@@ -619,8 +619,9 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
             last["conservative_stderr"] > tolerance / 4:
         reasons.append(f"the conservative side's standard error is "
                        f"{last['conservative_stderr']:.2f} nats (RAISE rows): use more rows "
-                       "(a new bracket with --raise N, Python: rows=N; --continue, Python: "
-                       "resume=, keeps its rows)")
+                       "(a new bracket with --raise N, Python: bracket_nll's rows= or "
+                       "evaluate_run's raise_rows=; --continue, Python: resume=, keeps its "
+                       "rows)")
     if cross_check is not None:
         reasons += cross_check_reasons(levels, cross_check)
     if reasons and out_of_time:

@@ -585,6 +585,10 @@ def _validation_line(metrics, earlier) -> str:
             + ("  (best so far)" if metrics["valid_nll"] < best else "") + doubt)
 
 
+# Rows converted at once when ValidateWithAIS checks its data before the fit.
+_CHECKED_ROWS = 10_000
+
+
 class ValidateWithAIS(Callback):
     """Every ``every`` epochs: AIS estimate of log Z, NLL on the validation set, and keep the
     best model's checkpoint (the paper's protocol: AIS every 1,000 epochs, keep the best).
@@ -613,11 +617,16 @@ class ValidateWithAIS(Callback):
         # The validation rows (and the base's) checked against the model now, not at the first
         # validation, which may be thousands of epochs away.
         for name, rows in (("valid", self.valid), ("base_data", self.base_data)):
-            if rows is not None:
-                try:
+            if rows is None:
+                continue
+            try:
+                if len(rows) == 0 or getattr(rows, "ndim", 2) != 2:
                     trainer.model.check_visible(torch.as_tensor(rows))
-                except ValueError as error:
-                    raise ValueError(f"ValidateWithAIS({name}=...): {error}") from None
+                # In blocks: a training set as base_data is never converted all at once.
+                for start in range(0, len(rows), _CHECKED_ROWS):
+                    trainer.model.check_visible(torch.as_tensor(rows[start:start + _CHECKED_ROWS]))
+            except ValueError as error:
+                raise ValueError(f"ValidateWithAIS({name}=...): {error}") from None
         refuse_other_run(self.run_dir, trainer, (VALIDATION_FILE, BEST_FILE))
 
     def on_fit_start(self, trainer):

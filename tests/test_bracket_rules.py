@@ -46,7 +46,8 @@ def test_a_narrow_converged_bracket_is_certified():
      "2.40 nats below the pooled estimate"),
     ([level(1000, 100.0, 100.5, stderr=0.4), level(2000, 100.0, 100.5, stderr=0.4)],
      "standard error is 0.40 nats (RAISE rows): use more rows (a new bracket with --raise N, "
-     "Python: rows=N; --continue, Python: resume=, keeps its rows)"),
+     "Python: bracket_nll's rows= or evaluate_run's raise_rows=; --continue, Python: resume=, "
+     "keeps its rows)"),
 ])
 def test_each_rule_says_why(levels, fragment):
     reasons = verdict(levels, tolerance=1.0, out_of_time=False)

@@ -681,3 +681,18 @@ def test_load_dataset_unknown_name_lists_known_ones():
 
 def test_load_dataset_digits_ignores_data_dir(tmp_path):
     assert load_dataset("digits", data_dir=tmp_path).n_visible == 64
+
+
+def test_labels_of_another_shape_are_left_out_not_a_reason_to_refuse_the_data(tmp_path):
+    """Labels are extra: one-hot ones (N, 10) in a paper-format file leave Dataset.labels None
+    and the images load (a review found the file refused)."""
+    from irbm.datasets._paper import _labels
+    rng = np.random.RandomState(0)
+    arrays = {f"{split}_x": rng.randint(0, 2, (n, 4)).astype(np.uint8)
+              for split, n in (("train", 5), ("valid", 2), ("test", 3))}
+    plain = {**arrays, **{f"{split}_y": np.arange(n) for split, n in
+                          (("train", 5), ("valid", 2), ("test", 3))}}
+    assert [len(v) for v in _labels(plain).values()] == [5, 2, 3]
+    one_hot = {**arrays, **{f"{split}_y": np.eye(10)[np.arange(n) % 10] for split, n in
+                            (("train", 5), ("valid", 2), ("test", 3))}}
+    assert _labels(one_hot) is None and _labels(arrays) is None

@@ -33,8 +33,9 @@ class Dataset:
     source : str
         Where the data was read from (a file path or a package), for logs and reports.
     labels : dict or None
-        {"train", "valid", "test": ndarray (N_split,)}: each row's class, where the source has
-        them (MNIST, CalTech101, digits), for classifiers on learned features; None otherwise.
+        {"train", "valid", "test": ndarray (N_split,)}: each row's class where the loader
+        reads them (MNIST and CalTech101 files with one label per row, digits), for
+        classifiers on learned features; None otherwise (user files, mnist5k).
     """
 
     name: str

@@ -142,10 +142,14 @@ def caltech101_silhouettes(data_dir=None, *, download: bool = True, url=None, ca
 
 
 def _labels(arrays: dict) -> dict | None:
-    """{split: its labels (N,)} where the file holds all three, else None."""
+    """{split: its labels (N,)} where the file holds one label per row of all three splits
+    (else None: the labels are extra, and data that trains must not fail on their shape)."""
     if not all(key in arrays for key in _Y_KEYS):
         return None
-    return {split: np.asarray(arrays[key]).ravel() for split, key in zip(SPLITS, _Y_KEYS)}
+    labels = {split: np.asarray(arrays[y_key]) for split, y_key in zip(SPLITS, _Y_KEYS)}
+    if any(labels[split].size != len(arrays[x_key]) for split, x_key in zip(SPLITS, _X_KEYS)):
+        return None
+    return {split: values.ravel() for split, values in labels.items()}
 
 
 def _download(filename, build, url, url_env, allowed, cache_dir):

@@ -124,10 +124,14 @@ def load_user_data(path, *, binarize: str | None = None, threshold: float = 0.5,
 def _read_npy(path: Path) -> dict:
     # numpy's own message for a file without its header ("contains pickled (object) data ...
     # load it unsafely") would send a user with a corrupt file to unpickling it.
-    with open(path, "rb") as file:
-        if file.read(6) != b"\x93NUMPY":
-            raise ValueError(f"{path}: not a .npy file (it lacks NumPy's header): write the "
-                             "rows with numpy.save, or give a .npz or .csv file")
+    try:
+        with open(path, "rb") as file:
+            header = file.read(6)
+    except OSError as err:
+        raise ValueError(f"{path}: not a readable .npy file ({err})") from err
+    if header != b"\x93NUMPY":
+        raise ValueError(f"{path}: not a .npy file (it lacks NumPy's header): write the rows "
+                         "with numpy.save, or give a .npz or .csv file")
     try:
         return {"data": np.load(path, allow_pickle=False)}
     except ValueError as err:
