@@ -165,6 +165,10 @@ class Bracket:
         Reverse chains per RAISE row (a stored bracket without it ran one).
     pilot_betas : int or None
         Temperatures of each pilot run of a tuned schedule (None: "uniform", no pilot).
+    exact_nll : float or None
+        The exact average NLL on ``data`` where ln Z can be enumerated
+        (`irbm.evaluate.EXACT_TERMS`), the truth the bracket is checked against; None
+        otherwise.
     """
 
     optimistic: float
@@ -192,6 +196,7 @@ class Bracket:
     resumed_levels: int = 0
     raise_repeats: int = 1
     pilot_betas: int | None = PILOT_BETAS
+    exact_nll: float | None = None
 
     @property
     def width(self) -> float:

@@ -22,7 +22,7 @@ from torch.nn import functional
 
 from irbm import RBM, InfiniteRBM, OrderedRBM
 from irbm.ais import estimate_log_partition
-from irbm.evaluate import bracket_nll, raise_nll
+from irbm.evaluate import EXACT_TERMS, bracket_nll, raise_nll
 from irbm.models import block_diagonal
 from irbm.sampling import sample
 
@@ -260,6 +260,25 @@ def test_bracket_contains_exact_nll_and_is_certified(family, full_size):
     assert bracket.width == pytest.approx(bracket.conservative - bracket.optimistic)
     assert bracket.certified is True and bracket.width <= 1.0
     assert bracket.reasons == []
+    assert model.exact_terms() > EXACT_TERMS and bracket.exact_nll is None  # see below
+
+
+def test_a_bracket_of_an_enumerable_model_carries_its_exact_nll():
+    """In Python as on the command line, a bracket of a model whose ln Z can be enumerated
+    says where the truth lies (a walkthrough found it only in the CLI's record)."""
+    generator = torch.Generator().manual_seed(0)
+    model = RBM(12, 6, dtype=torch.float64)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator,
+                                        dtype=torch.float64))
+    rows = (torch.rand(40, 12, generator=generator) < 0.5).double()
+    bracket = bracket_nll(model, rows, base_data=rows, rows=20, seed=0, n_chains=16,
+                          n_betas=100, max_seconds=20, progress=False)
+    with torch.no_grad():
+        truth = float((model.free_energy(rows) + model.log_partition_exact()).mean())
+    assert model.exact_terms() <= EXACT_TERMS
+    assert bracket.exact_nll == pytest.approx(truth, abs=1e-9)
 
 
 def test_the_tempering_cross_check_lands_on_the_exact_nll_inside_the_bracket(full_size):
