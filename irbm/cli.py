@@ -266,6 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "vectors reach, and every single flip of them: they find deep, narrow "
                         "basins chains from the data never enter (1,000 take seconds on a "
                         "100-unit model)")
+    evaluate.add_argument("--quiet", action="store_true",
+                          help="no progress bars (their redrawn lines fill a log file); the "
+                          "level lines and results are still printed")
     _system_options(evaluate)
 
     sample = commands_parser.add_parser(

@@ -44,7 +44,8 @@ def run_evaluate(args):
                                     tempering_sweeps=args.tempering, schedule=args.schedule,
                                     resume=args.resume, floor_chains=args.floor_chains,
                                     floor_descents=args.floor_descents,
-                                    data_dir=args.data_dir, device=args.device, echo=print)
+                                    data_dir=args.data_dir, device=args.device, echo=print,
+                                    progress=not args.quiet)
     if record is None:  # --floor-chains found no higher floor
         return None
     log_z, source = record.get("nll_log_z", record["log_z"]), record.get("log_z_source")

@@ -805,7 +805,7 @@ def _level_line(level) -> str:
             f"{level['own_conservative']:.2f}] (AIS {level['best_path']}, RAISE "
             f"{level['raise_path'] or 'refuted on every route'}"
             + ("" if gap is None or gap < 0.005
-               else f", {gap:.2f} nat short for want of chains per row")
+               else f", its RAISE about {gap:.2f} nat loose for want of reverse chains per row")
             + f"; {level['seconds']:.0f} s); the bracket so far, AIS pooled over every run: "
             f"[{level['optimistic']:.2f}, {level['conservative']:.2f}]")
 

@@ -707,7 +707,8 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
             for level in continued["bracket"]["levels"][len(stored["bracket"]["levels"]):]]
     assert gaps and None not in gaps, gaps
     for gap in gaps:  # shown from 0.005 nat up
-        assert (f"{gap:.2f} nat short for want of chains per row" in out) == (gap >= 0.005)
+        assert (f"its RAISE about {gap:.2f} nat loose for want of reverse chains per row"
+                in out) == (gap >= 0.005)
     assert records[continued["continues"]] == checked
     old, new = stored["bracket"], continued["bracket"]
     # No --tempering this time: the check of the bracket it continues is carried on, judged
@@ -1022,3 +1023,16 @@ def test_a_flagged_ais_point_beside_a_certified_bracket_says_whose_flag_it_is(ru
     record["bracket"].update(certified=False, reasons=["not converged"])
     path.write_text(json.dumps(stored))
     assert run_row(run_dir)[column].endswith(" path (unreliable)")
+
+
+def test_evaluate_quiet_draws_no_progress_bars(run_dir, monkeypatch):
+    """Their redrawn lines filled a walkthrough's log file; the results are still printed."""
+    seen = []
+
+    def evaluate_run(*args, progress=True, **kwargs):
+        seen.append(progress)
+        return None  # as --floor-chains finding no higher floor: nothing more to print
+    monkeypatch.setattr("irbm.workflows.evaluate_run", evaluate_run)
+    for options in ([], ["--quiet"]):
+        assert_ok(run_cli("evaluate", run_dir, *options))
+    assert seen == [True, False]
