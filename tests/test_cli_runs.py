@@ -692,12 +692,13 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
     assert snapshot(run_dir) == before
     capsys.readouterr()
     # --raise alone, with --bracket the default rows, is the stored bracket's when continued.
-    # The 2 s budget lets one level run and no next: no batch is refused by its predicted
-    # time (a first batch's compile would predict the rest too long on a busy machine; that
-    # prediction is tested in test_bracket_work).
+    # The 8 s budget lets a level run to its end even on a loaded machine (2 s stopped it
+    # inside the level, exit 3, under four processes on two cores): no batch is refused by its
+    # predicted time (a first batch's compile would predict the rest too long on a busy
+    # machine; that prediction is tested in test_bracket_work).
     monkeypatch.setattr("irbm.ais.Deadline.predicted_seconds", lambda self, *shape: 0.0)
     assert main(["evaluate", str(run_dir), "--bracket", "--continue", "--seed", "4",
-                 "--max-seconds", "2", "--raise"]) == 0
+                 "--max-seconds", "8", "--raise"]) == 0
     out = capsys.readouterr().out
     assert f"continuing {len(stored['bracket']['levels'])} stored levels" in out
     # Four reverse chains per row by default: each level says the gap they leave.
@@ -724,7 +725,7 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
         == (10, 20, 0.01, ["linear"], 4)
     # The pilots of the first level's 50 temperatures, kept (a new bracket would cap at 1,000).
     assert old["pilot_betas"] == new["pilot_betas"] == 50
-    assert new["max_seconds"] == 2  # the stored budget again, for this call
+    assert new["max_seconds"] == 8  # this call's budget, recorded for the next --continue
 
 
 def test_report_refuses_results_of_an_earlier_model(run_dir, tmp_path, monkeypatch):
