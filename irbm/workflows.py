@@ -111,10 +111,21 @@ def settings_for(out, given: dict) -> Settings:
     for name, value in given.items():
         if name in SPECS:
             check_setting(name, value)
-    if recorded:
-        refuse_foreign_options(recorded["family"], given)
+    if not recorded:
+        return Settings.from_mapping(merge_settings(recorded, given), source="the settings")
+    refuse_foreign_options(recorded["family"], given)
+    try:
+        settings = Settings.from_mapping(merge_settings(recorded, given), source="the settings")
+    except ValueError:
+        # A value invalid for the family on its own (an iRBM's beta <= 1) is named so; one
+        # that clashes only with a recorded value (n_hidden above the run's max_hidden) is a
+        # change of what the run's model was built with.
+        Settings.from_mapping({"family": recorded["family"], "dataset": recorded["dataset"],
+                               **given}, source="the settings")
+        _refuse_fixed_changes(out, recorded, given)
+        raise
     _refuse_fixed_changes(out, recorded, given)
-    return Settings.from_mapping(merge_settings(recorded, given), source="the settings")
+    return settings
 
 
 def _refuse_fixed_changes(out, recorded: dict, new: dict):

@@ -336,7 +336,8 @@ def test_resume_cannot_change_the_built_model_even_with_force(base_run, tmp_path
 
 @pytest.mark.parametrize("change,expected", [
     (["--n-hidden", 0], "n_hidden must be an integer >= 1"),
-    (["--lr", -1], "lr must be a finite number > 0")])
+    (["--lr", -1], "lr must be a finite number > 0"),
+    (["--beta", 0.5], "beta must be a finite number > 1")])
 def test_resume_names_an_invalid_value_as_invalid_not_as_a_change(base_run, tmp_path, change,
                                                                   expected):
     """An invalid value is what to fix, whether or not the run exists ("holds a model built
