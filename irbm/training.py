@@ -279,8 +279,9 @@ class Trainer:
         self.callbacks: list[Callback] = []
         self.stop_training = False
         self._trained_here = False  # fit has run in this process (its epochs count in total)
-        self.resumed = False  # rebuilt by `from_checkpoint`
-        self._fit_started = False  # a fit got past its callbacks' checks
+        # The directories whose run files are this trainer's to write: the one it was resumed
+        # from and those its callbacks claimed empty (`refuse_other_run`).
+        self.run_dirs: set[Path] = set()
 
     # ------------------------------------------------------------------ properties
     @property
@@ -509,7 +510,6 @@ class Trainer:
         self.stop_training = False
         for callback in callbacks:
             callback.check_fit(self)
-        self._fit_started = True  # past the checks: the files it writes are its own
         for callback in callbacks:
             callback.on_fit_start(self)
         bar = tqdm(total=epochs, initial=self.epoch, disable=not self.progress, unit="epoch",
@@ -622,7 +622,7 @@ class Trainer:
         trainer.order_generator.set_state(tensors["rng.order"])
         trainer.state = _State(metadata["epoch"], metadata["updates"], metadata["history"])
         trainer.size_history = [tuple(x) for x in metadata["size_history"]]
-        trainer.resumed = True  # its run's files are its own (`refuse_other_run`), at epoch 0 too
+        trainer.run_dirs.add(ckpt.resolve(path, ckpt.TRAINER_FILE).parent.resolve())
         return trainer
 
 
@@ -671,18 +671,20 @@ class CheckpointEvery(Callback):
 
 
 def refuse_other_run(run_dir: Path, trainer: Trainer, names: tuple[str, ...]):
-    """ValueError when a new trainer (neither resumed from a checkpoint nor past a fit's checks
-    in this process) would write into ``run_dir`` over files ``names`` that an earlier run
-    left there: its checkpoints, records and best model would be replaced without a word. A
-    trainer at epoch 0 may be resumed: ``--epochs 0`` saves a checkpoint there."""
+    """ValueError when ``trainer`` would write into ``run_dir`` over files ``names`` of another
+    run: its checkpoints, records and best model would be replaced without a word. The
+    directory a trainer was resumed from is its own, at any epoch (``--epochs 0`` saves a
+    checkpoint at 0), and so is one it found without such files, which it claims here."""
+    directory = Path(run_dir).resolve()
     found = [name for name in names if (run_dir / name).exists()]
-    if trainer.epoch or trainer.resumed or trainer._fit_started or not found:
+    if directory in trainer.run_dirs or not found:
+        trainer.run_dirs.add(directory)
         return
     hint = (f"resume that run with Trainer.from_checkpoint('{run_dir}'), or "
             if (run_dir / ckpt.TRAINER_FILE).exists() else "")
-    raise ValueError(f"{run_dir} already holds {', '.join(found)} of an earlier run, which this "
-                     f"new trainer (epoch 0) would overwrite: {hint}give the callbacks a new "
-                     "directory, or delete those files first")
+    raise ValueError(f"{run_dir} already holds {', '.join(found)} of another run, which this "
+                     f"trainer (not resumed from there) would overwrite: {hint}give the "
+                     "callbacks a new directory, or delete those files first")
 
 
 def _count(value, name, minimum: int = 1) -> int:

@@ -252,9 +252,9 @@ def test_training_callbacks_refuse_before_any_epoch_and_keep_an_earlier_run(tmp_
     before = {path.name: path.read_bytes() for path in run.iterdir()}
     again = irbm.Trainer(irbm.RBM(8, 2), batch_size=3, progress=False)
     with pytest.raises(ValueError, match=r"already holds checkpoint.safetensors, "
-                                         r"model.safetensors of an earlier run, which this new "
-                                         r"trainer \(epoch 0\) would overwrite: resume that run "
-                                         r"with Trainer.from_checkpoint"):
+                                         r"model.safetensors of another run, which this trainer "
+                                         r"\(not resumed from there\) would overwrite: resume "
+                                         r"that run with Trainer.from_checkpoint"):
         again.fit(rows, 2, callbacks=callbacks)
     with pytest.raises(ValueError, match=r"already holds validation.json, best.safetensors .*: "
                                          r"resume that run .*or delete those files first"):
@@ -277,6 +277,13 @@ def test_training_callbacks_refuse_before_any_epoch_and_keep_an_earlier_run(tmp_
     assert again.epoch == 0
     again.fit(rows, 1, callbacks=[CheckpointEvery(at_zero)])
     assert again.epoch == started.epoch == 1
+    # A trainer's own directories are its own, not every directory (a review's holes): one
+    # trained in memory, or resumed from elsewhere, is refused another run's.
+    before = {path.name: path.read_bytes() for path in run.iterdir()}
+    for trainer in (started, again, irbm.Trainer.from_checkpoint(zero, progress=False)):
+        with pytest.raises(ValueError, match="of another run"):
+            trainer.fit(rows, 9, callbacks=[CheckpointEvery(run)])
+    assert {path.name: path.read_bytes() for path in run.iterdir()} == before
 
 
 def test_a_model_with_non_finite_parameters_is_refused_by_every_estimator_and_the_sampler():
