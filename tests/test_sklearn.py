@@ -275,8 +275,18 @@ def test_larger_models_are_scored_with_ais_and_an_estimate_the_cli_would_flag_wa
     with warnings.catch_warnings():  # log Z is kept: said once per fitted model
         warnings.simplefilter("error")
         model.score(X)
-        model.set_params(score_chains=200).fit(X).score(X)  # a reliable estimate is quiet
+        # Following the advice takes effect without a new fit (the cache ignored it before)
+        model.set_params(score_chains=200)
+        with pytest.raises(AttributeError, match="was estimated with other score_chains"):
+            getattr(model, "log_partition_ess_")  # noqa: B009 - the access is the test
+        model.score(X)  # a reliable estimate is quiet
     assert model.log_partition_ess_ >= 30
+    # Parameters that are not finite are refused by name, not scored as NaN
+    model.components_ = np.where(np.arange(model.components_.size).reshape(
+        model.components_.shape) == 0, np.nan, model.components_)
+    for method in (model.score_samples, model.transform):
+        with pytest.raises(ValueError, match="components_ holds NaN or infinite values"):
+            method(X)
 
 
 # ---------------------------------------------------------------------------- fitting API

@@ -147,7 +147,16 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             raise AttributeError(f"{type(self).__name__}.{name} described the parameters "
                                  "before components_ or the intercepts changed: the next "
                                  "score_samples or score computes it anew")
+        if cache["budget"] not in (None, self._log_partition_budget()):
+            raise AttributeError(f"{type(self).__name__}.{name} was estimated with other "
+                                 "score_chains, score_betas or random_state than set now: the "
+                                 "next score_samples or score estimates it anew")
         return cache[name]
+
+    def _log_partition_budget(self) -> tuple:
+        """What an AIS estimate of ln Z depends on besides the parameters (set_params may
+        change it: raising score_chains is what the unreliable-estimate warning advises)."""
+        return (self.score_chains, self.score_betas, repr(self.random_state))
 
     log_partition_ = property(lambda self: self._cached_log_partition("log_partition_"))
     log_partition_interval_ = property(
@@ -387,6 +396,11 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         model of that shape, whose optimizer state and persistent chains start afresh."""
         check_is_fitted(self)
         arrays = (self.components_, self.intercept_hidden_, self.intercept_visible_)
+        for name, array in zip(("components_", "intercept_hidden_", "intercept_visible_"),
+                               arrays):
+            if not np.isfinite(np.asarray(array, dtype=float)).all():
+                raise ValueError(f"{name} holds NaN or infinite values (a diverged fit, or "
+                                 "arrays set so): fit again, with a smaller learning_rate")
         kept = getattr(self, "_fitted_arrays", None)
         if kept is not None and all(np.array_equal(array, old, equal_nan=True)
                                     for array, old in zip(arrays, kept)):
@@ -528,7 +542,8 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         else:
             self._log_partition_cache = {
                 "log_partition_": log_z, "log_partition_interval_": (log_z, log_z),
-                "log_partition_ess_": None, "log_partition_method_": "exact"}
+                "log_partition_ess_": None, "log_partition_method_": "exact",
+                "budget": None}  # exact: no budget to change
         return self.log_partition_
 
     def _ais_log_partition(self) -> None:
@@ -544,7 +559,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             "log_partition_": float(result.log_z),
             "log_partition_interval_": (float(result.log_z_low), float(result.log_z_high)),
             "log_partition_ess_": float(scaled.sum() ** 2 / (scaled ** 2).sum()),
-            "log_partition_method_": "ais"}
+            "log_partition_method_": "ais", "budget": self._log_partition_budget()}
         # A search ranking models on these scores must hear it (the CLI prints the same).
         if not result.reliable:
             warnings.warn(
