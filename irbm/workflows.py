@@ -145,11 +145,13 @@ def _check_output(out: Path, force: bool) -> bool:
         return False
     if not runs.is_run(out):
         written = [name for name in (ckpt.TRAINER_FILE, ckpt.MODEL_FILE, runs.BEST_FILE,
-                                     runs.VALIDATION_FILE) if (out / name).exists()]
+                                     runs.VALIDATION_FILE, runs.HISTORY_FILE)
+                   if (out / name).exists()]
         if written:  # even with --force: training would overwrite that run's models
-            raise ValueError(f"{out} holds {', '.join(written)} written from Python (no "
-                             f"{runs.MARKER_FILE}), which training here would overwrite: "
-                             "choose a new --out, or move those files first")
+            raise ValueError(f"{out} holds {', '.join(written)} but no {runs.MARKER_FILE} (a "
+                             "run written from Python, or one whose marker was lost), which "
+                             "training here would overwrite: choose a new --out, or move "
+                             "those files first")
         if any(out.iterdir()) and not force:
             raise ValueError(f"{out} is not empty and not an irbm run directory (no "
                              f"{runs.MARKER_FILE}); refusing to write into it: choose a new "
