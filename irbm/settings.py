@@ -105,6 +105,8 @@ class SettingSpec:
         """What a valid value is, in words."""
         if self.allowed() is not None:
             text = "one of " + ", ".join(map(str, self.allowed()))
+            if self.name == "family":  # the registry holds what has been imported
+                text += " (a family of your own: import the module that registers it first)"
         elif self.kind is bool:
             text = "true or false"
         elif self.kind is int:

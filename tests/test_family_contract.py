@@ -342,3 +342,39 @@ def test_a_family_with_an_unknown_authors_l1_is_refused_at_registration():
     with pytest.raises(ValueError, match="authors_l1 must be 'subgradient' or 'proximal'"):
         register_family(Misspelt)
     assert "orbm-misspelt-test" not in REGISTRY
+
+
+def test_registration_refuses_a_taken_name_an_abstract_class_and_options_without_defaults():
+    """A subclass inherits its parent's `family`: registered, it replaced the built-in, and
+    checkpoints of that family loaded as it (a walkthrough). An abstract class and an option
+    without a default failed later, inside the command line, with a traceback."""
+    import abc
+
+    from irbm.models import register_family
+
+    class Inherits(irbm.RBM):
+        pass
+
+    class NoDefault(irbm.RBM):
+        family = "rbm-no-default-test"
+
+        def __init__(self, n_visible, n_hidden=4, *, penalty, **kwargs):
+            super().__init__(n_visible, n_hidden, **kwargs)
+
+    class Abstract(irbm.RBM):
+        family = "rbm-abstract-test"
+
+        @abc.abstractmethod
+        def left_out(self):
+            pass
+
+    for cls, message in ((Inherits, r"the family name 'rbm' is taken by irbm.models.rbm.RBM: "
+                                    r"give Inherits a `family` of its own"),
+                         (NoDefault, r"NoDefault's options penalty need defaults"),
+                         (Abstract, r"Abstract leaves left_out abstract")):
+        with pytest.raises(ValueError, match=message):
+            register_family(cls)
+    assert REGISTRY["rbm"] is irbm.RBM and "rbm-no-default-test" not in REGISTRY
+    assert register_family(irbm.RBM) is irbm.RBM  # the same class again: a re-import
+    with pytest.raises(ValueError, match=r"import the module that registers it first"):
+        build_model({"family": "sparse-rbm", "n_visible": 3})
