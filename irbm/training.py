@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 
@@ -498,6 +499,8 @@ class Trainer:
             held_threads.reset(token)
             torch.set_num_threads(before)
             self._trained_here = True
+            # A callback that raised must not stay hooked into later updates or relayouts.
+            self.callbacks = []
 
     def _fit(self, train, epochs, valid, callbacks, threads, keep_enclosing) -> list[dict]:
         train = self._as_data(train)
@@ -534,6 +537,7 @@ class Trainer:
             self.state.history.append(metrics)
             for callback in callbacks:
                 callback.on_epoch_end(self, metrics)
+                _plain_metrics(metrics, callback)  # before a later callback saves them
             bar.update(1)
             bar.set_postfix(n_hidden=metrics["n_hidden"],
                             recon=f"{metrics['reconstruction_error']:.2f}",
@@ -541,7 +545,6 @@ class Trainer:
         bar.close()
         for callback in callbacks:
             callback.on_fit_end(self)
-        self.callbacks = []
         return self.history
 
     def _minibatches(self, n_rows: int, order):
@@ -685,6 +688,23 @@ def refuse_other_run(run_dir: Path, trainer: Trainer, names: tuple[str, ...]):
     raise ValueError(f"{run_dir} already holds {', '.join(found)} of another run, which this "
                      f"trainer (not resumed from there) would overwrite: {hint}give the "
                      "callbacks a new directory, or delete those files first")
+
+
+def _plain_metrics(metrics: dict, callback) -> None:
+    """Turn the numbers a callback added to ``metrics`` (a 0-d tensor, a NumPy scalar) into
+    Python's, which the checkpoint's JSON takes; ValueError naming the key and the callback
+    for anything else (it failed inside the next checkpoint's write, naming neither)."""
+    for key, value in metrics.items():
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            metrics[key] = value.item()
+        elif isinstance(value, np.generic):
+            metrics[key] = value.item()
+        elif value is not None and not isinstance(value, (bool, int, float, str)):
+            source = getattr(callback, "function", callback)  # a plain function's own name
+            name = getattr(source, "__qualname__", type(source).__name__)
+            raise ValueError(f"metric {key!r} from {name} is a "
+                             f"{type(value).__name__}: a metric must be a number, a string, a "
+                             "bool or None (the history is JSON)")
 
 
 def _count(value, name, minimum: int = 1) -> int:

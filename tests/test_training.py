@@ -3,6 +3,7 @@ training, optimizer updates against hand-computed ones, and resumable checkpoint
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -566,3 +567,32 @@ def test_tampered_metadata_is_detected(tmp_path):
     ckpt.write_checkpoint(path, tensors, metadata)
     with pytest.raises(ckpt.CheckpointError, match="dtype"):
         irbm.load(path)
+
+
+def test_a_callbacks_metrics_are_made_plain_or_refused_by_name_and_a_raising_one_unhooked(
+        tmp_path):
+    """A 0-d tensor added to the metrics failed inside the next checkpoint's JSON, naming
+    neither key nor callback; a callback that raised stayed hooked into later updates (a
+    walkthrough)."""
+    from irbm.training import CheckpointEvery, Trainer
+    rows = prototype_data(n_rows=40)
+    trainer = Trainer(FACTORIES["rbm"](), batch_size=20, progress=False)
+
+    def tensor_metric(trainer, metrics):
+        metrics.update(x=torch.tensor(1.5), y=np.float32(2.0))
+    history = trainer.fit(rows, 1, callbacks=[tensor_metric, CheckpointEvery(tmp_path)])
+    assert history[-1]["x"] == 1.5 and type(history[-1]["y"]) is float
+
+    def listed(trainer, metrics):
+        metrics["z"] = [1, 2]
+    with pytest.raises(ValueError, match=r"metric 'z' from .*listed is a list: a metric must "
+                                         r"be a number"):
+        trainer.fit(rows, 2, callbacks=[listed])
+
+    class Boom(irbm.training.Callback):
+        def on_update_start(self, trainer, batch):
+            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"):
+        trainer.fit(rows, 3, callbacks=[Boom()])
+    assert trainer.callbacks == []
+    trainer.update(rows[:20])  # no stale callback raises here
