@@ -71,6 +71,10 @@ class Callback:
     A training strategy is a callback: ``on_update_start`` may change the model (through
     `Trainer.relayout_hidden` for the hidden layout, so the optimizer state follows), and
     ``on_hidden_layout`` lets a callback keep per-unit statistics aligned with the units.
+    Setting ``trainer.stop_training = True`` ends the fit after the current epoch (early
+    stopping). A schedule of the learning rate computes it from ``trainer.epoch`` and
+    ``trainer.config.lr`` into ``trainer.optimizer.lr`` at each epoch: a checkpoint restores
+    ``config.lr``, not the optimizer's current value, so a rule of the epoch resumes exactly.
     """
 
     def check_fit(self, trainer: Trainer):

@@ -195,8 +195,10 @@ class EnergyModel(nn.Module, abc.ABC):
 
     @classmethod
     def options(cls) -> dict:
-        """Constructor options beyond ``n_visible`` with their defaults, from the signature:
-        what the CLI and the settings accept for this family."""
+        """Constructor options beyond ``n_visible`` with their defaults, from the signature.
+        Checkpoints record them all; the CLI and the settings pass on those they have options
+        for (``n_hidden``, ``beta``, ``max_hidden``): another option of a family of your own
+        keeps its default there, and is set from Python."""
         skip = {"self", "n_visible", "dtype", "device", "generator"}
         return {name: (None if p.default is inspect.Parameter.empty else p.default)
                 for name, p in inspect.signature(cls.__init__).parameters.items()
