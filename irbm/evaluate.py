@@ -587,6 +587,9 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                          f"run), got {pilot_betas!r}")
     seed = 0 if seed is None else int(seed)
     data = model.check_visible(torch.as_tensor(data))
+    if data.shape[0] < 2:
+        raise ValueError(f"a bracket needs at least 2 rows of data (RAISE's standard error), "
+                         f"got {data.shape[0]}")
     n_rows = min(data.shape[0], 300) if rows is None else int(rows)
     if not 2 <= n_rows <= data.shape[0]:
         raise ValueError(f"rows must lie in 2..{data.shape[0]} (the data's rows), got {rows}")

@@ -306,3 +306,15 @@ def test_a_model_with_non_finite_parameters_is_refused_by_every_estimator_and_th
         with pytest.raises(ValueError, match=rf"^{what} needs finite parameters, and this "
                                              rf"model's W hold NaN or infinite values"):
             call()
+
+
+def test_numpy_dtypes_are_taken_and_a_bracket_of_no_rows_is_refused_by_what_it_needs():
+    """The scikit-learn side took np.float64 and the models refused it; a bracket of an empty
+    array said "rows must lie in 2..0" (walkthroughs)."""
+    from irbm.evaluate import bracket_nll
+    assert irbm.RBM(4, 2, dtype=np.float64).dtype == torch.float64
+    assert irbm.RBM(4, 2, dtype=np.dtype("float32")).dtype == torch.float32
+    with pytest.raises(ValueError, match=r"floating-point dtype .*got <class 'numpy.int64'>"):
+        irbm.RBM(4, 2, dtype=np.int64)
+    with pytest.raises(ValueError, match=r"a bracket needs at least 2 rows of data"):
+        bracket_nll(irbm.RBM(4, 2), torch.zeros(0, 4), base_data=None)

@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -47,7 +48,10 @@ def check_dtype(dtype) -> torch.dtype:
     """``dtype`` as a torch floating-point dtype, from the dtype or its name ("float64"), else
     ValueError. float32 and float64 are what the families are tested in throughout; float16
     and bfloat16 models sample and save, but their sums lose digits."""
-    chosen = getattr(torch, dtype, None) if isinstance(dtype, str) else dtype
+    name = dtype
+    if isinstance(dtype, type) and issubclass(dtype, np.generic) or isinstance(dtype, np.dtype):
+        name = np.dtype(dtype).name  # np.float64, as scikit-learn's side takes it
+    chosen = getattr(torch, name, None) if isinstance(name, str) else name
     if not isinstance(chosen, torch.dtype) or not chosen.is_floating_point:
         raise ValueError(f"dtype must be a torch floating-point dtype or its name, e.g. "
                          f"torch.float32 or 'float64', got {dtype!r}")
