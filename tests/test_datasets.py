@@ -602,6 +602,17 @@ def test_binarization_on_request(tmp_path):
         load_user_data(tmp_path / "grey.npy", binarize="threshold")
     with pytest.raises(ValueError, match="binarize must be one of"):
         load_user_data(tmp_path / "p.npy", binarize="round")
+    # 8-bit grey levels, as images are stored, are intensities / 255 (a walkthrough's 0-255
+    # file was refused with no option to scale it); other types must lie in [0, 1]
+    pixels = (probabilities * 255).round().astype(np.uint8)
+    np.save(tmp_path / "pixels.npy", pixels)
+    np.save(tmp_path / "scaled.npy", pixels / 255.0)
+    for how in ("stochastic", "threshold"):
+        read = load_user_data(tmp_path / "pixels.npy", binarize=how, seed=3)
+        scaled = load_user_data(tmp_path / "scaled.npy", binarize=how, seed=3)
+        np.testing.assert_array_equal(read.train, scaled.train)
+    with pytest.raises(ValueError, match=r"as uint8 they are read as grey levels 0-255"):
+        load_user_data(tmp_path / "pixels.npy")
 
 
 @pytest.mark.parametrize("content, message", [

@@ -45,6 +45,7 @@ def load_user_data(path, *, binarize: str | None = None, threshold: float = 0.5,
         None: values must already be 0 or 1. "threshold": 1 where value > `threshold`.
         "stochastic": values in [0, 1] are probabilities, 1 where value > U(0, 1), drawn by
         ``np.random.RandomState(seed)`` for train, then valid, then test (as for MNIST).
+        uint8 arrays are read as grey levels: value / 255 (other values must lie in [0, 1]).
     threshold : float
     seed : int
         Seed of the stochastic binarization.
@@ -240,6 +241,9 @@ def _refuse_stray_row_or_columns(x: np.ndarray, path: Path, binarize):
 
 
 def _binarize(splits, path, how, threshold, seed) -> list[np.ndarray]:
+    if how is not None and all(x.dtype == np.uint8 for x in splits):
+        # 8-bit grey levels, as images are stored: intensities x / 255 (the authors' MNIST rule).
+        splits = [x / 255.0 for x in splits]
     if how is not None:
         # Both rules read values as intensities in [0, 1]; other values (0-255 pixels, z-scores)
         # would be binarized silently wrong.
@@ -259,7 +263,8 @@ def _binarize(splits, path, how, threshold, seed) -> list[np.ndarray]:
             how_to = "divide by the maximum" if x.min() >= 0 else \
                 "subtract the minimum, then divide by the range"
             scale = ("" if x.min() >= 0 and x.max() <= 1 else
-                     f"; they span [{x.min()}, {x.max()}]: scale them into [0, 1] first "
+                     "; as uint8 they are read as grey levels 0-255" if x.dtype == np.uint8
+                     else f"; they span [{x.min()}, {x.max()}]: scale them into [0, 1] first "
                      f"({how_to}), as both rules read intensities")
             raise ValueError(f"{path}: {name} has values other than 0 and 1 (e.g. {bad[0]}); "
                              f"binarize them with binarize='threshold' or 'stochastic' "
