@@ -704,7 +704,7 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
             # (it was dropped, and a row lost the tempering that refuted its RAISE routes).
             check = {**resume["cross_check"], "carried": True}  # not this call's to run
             if echo is not None:
-                echo(f"  tempering of the stored bracket ({check['route']}): NLL "
+                echo(f"  tempering of the stored bracket ({check.get('route', '?')}): NLL "
                      f"{check['nll']:.2f} +/- {check['stderr']:.2f}, judged again")
         if check is not None:
             judge_conservative(levels, check, floor)  # a RAISE route below it is out

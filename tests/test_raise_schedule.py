@@ -278,7 +278,8 @@ def test_a_bracket_continues_only_with_its_own_settings(monkeypatch):
 def test_a_bracket_tempering_re_judged_continues_as_the_bracket_it_checked():
     """A cross-check re-judges the last level's conservative side alone (`judge_conservative`
     with the check): continuing, that level is judged again without it, so the stored
-    levels are the unchecked bracket's."""
+    levels are the unchecked bracket's; the check itself is carried on to the new level,
+    evidence about the same model (it was dropped)."""
     import json
 
     from irbm.bracket import judge_conservative
@@ -296,7 +297,8 @@ def test_a_bracket_tempering_re_judged_continues_as_the_bracket_it_checked():
     assert checked["levels"][-1]["conservative"] == float("inf")
     continued = bracket_nll(model, rows, max_betas=100, resume=checked, **settings)
     assert _without_seconds(continued.levels[:2]) == _without_seconds(plain["levels"])
-    assert continued.cross_check is None and len(continued.levels) == 3
+    assert continued.cross_check == {**check, "carried": True} and len(continued.levels) == 3
+    assert continued.conservative == float("inf")  # the new level judged with it
 
 
 def test_a_bracket_stored_before_its_routes_were_recorded_continues():
