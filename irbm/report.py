@@ -15,6 +15,7 @@ from . import runs
 from ._io import atomic_write
 from .bracket import level_estimates, pool_estimates, width_text
 from .datasets import dataset_name
+from .evaluate import describe_bdmc
 from .models import FAMILIES
 
 COLUMNS = ("Run", "Model", "Size", "Epoch", "Settings", "ln Z-hat", "ln(Z-hat -/+ 3 sigma)",
@@ -123,9 +124,13 @@ def _bracket_cell(bracket: dict | None) -> str:
         return "-"
     verdict = "certified" if bracket["certified"] else "not certified"
     width = bracket["width"]
+    check = bracket.get("cross_check")  # the independent estimate the footnotes judge it by
     return (f"[{_number(bracket['optimistic'])}, {_number(bracket['conservative'])}] "
             + (width_text(width) if math.isfinite(width) else f"width {width}")
-            + f", {verdict}")
+            + f", {verdict}"
+            + ("" if check is None else
+               f"; tempering {_number(check['nll'])} +/- {_number(check['stderr'])} "
+               f"({check.get('passages', '?')} passages)" + describe_bdmc(check)))
 
 
 def _raise_cell(upper: dict | None, bracket: dict | None) -> str:

@@ -474,6 +474,10 @@ def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, 
         round(bracket["optimistic"], 2), round(bracket["conservative"], 2),
         round(abs(bracket["width"]), 2)]
     assert ("sides cross by" in row["Test NLL bracket"]) == (bracket["width"] < 0)
+    # The cross-check beside it (a walkthrough found the report silent on it)
+    assert (f"tempering {check['nll']:.2f} +/- {check['stderr']:.2f} ({check['passages']} "
+            f"passages); BDMC from 256 of its samples: NLL at most "
+            f"{check['bdmc']['nll']:.2f}") in row["Test NLL bracket"]
     # No --raise of its own: the RAISE column shows the bracket's RAISE side.
     assert "raise" not in record
     if math.isfinite(bracket["conservative"]):
