@@ -8,6 +8,7 @@ units when L1 is on (only the iRBM shrinks). Logging, evaluation and checkpoints
 
 from __future__ import annotations
 
+import json
 import numbers
 import time
 import warnings
@@ -287,6 +288,7 @@ class Trainer:
         # The directories whose run files are this trainer's to write: the one it was resumed
         # from and those its callbacks claimed empty (`refuse_other_run`).
         self.run_dirs: set[Path] = set()
+        self._claims: set[Path] = set()
 
     # ------------------------------------------------------------------ properties
     @property
@@ -515,8 +517,10 @@ class Trainer:
             self.chains = self._initial_chains()
         self.optimizer.sync(self.model)
         self.stop_training = False
+        self._claims = set()
         for callback in callbacks:
             callback.check_fit(self)
+        self.run_dirs |= self._claims
         for callback in callbacks:
             callback.on_fit_start(self)
         bar = tqdm(total=epochs, initial=self.epoch, disable=not self.progress, unit="epoch",
@@ -681,11 +685,14 @@ def refuse_other_run(run_dir: Path, trainer: Trainer, names: tuple[str, ...]):
     """ValueError when ``trainer`` would write into ``run_dir`` over files ``names`` of another
     run: its checkpoints, records and best model would be replaced without a word. The
     directory a trainer was resumed from is its own, at any epoch (``--epochs 0`` saves a
-    checkpoint at 0), and so is one it found without such files, which it claims here."""
+    checkpoint at 0), and so is one where no callback found another run's files, which the
+    fit claims once every check has passed."""
     directory = Path(run_dir).resolve()
     found = [name for name in names if (run_dir / name).exists()]
     if directory in trainer.run_dirs or not found:
-        trainer.run_dirs.add(directory)
+        # Claimed once every callback's check has passed (`Trainer.fit`): a claim made here
+        # would let another callback's files in the same directory through unchecked.
+        trainer._claims.add(directory)
         return
     hint = (f"resume that run with Trainer.from_checkpoint('{run_dir}'), or "
             if (run_dir / ckpt.TRAINER_FILE).exists() else "")
@@ -697,18 +704,24 @@ def refuse_other_run(run_dir: Path, trainer: Trainer, names: tuple[str, ...]):
 def _plain_metrics(metrics: dict, callback) -> None:
     """Turn the numbers a callback added to ``metrics`` (a 0-d tensor, a NumPy scalar) into
     Python's, which the checkpoint's JSON takes; ValueError naming the key and the callback
-    for anything else (it failed inside the next checkpoint's write, naming neither)."""
-    for key, value in metrics.items():
-        if isinstance(value, torch.Tensor) and value.numel() == 1:
+    for anything JSON cannot hold (it failed inside the next checkpoint's write, naming
+    neither), with that key taken out of the history first."""
+    for key, value in list(metrics.items()):
+        one_number = (value.numel() == 1 if isinstance(value, torch.Tensor) else
+                      np.size(value) == 1 if isinstance(value, (np.ndarray, np.generic)) else
+                      False)
+        if one_number:
             metrics[key] = value.item()
-        elif isinstance(value, np.generic):
-            metrics[key] = value.item()
-        elif value is not None and not isinstance(value, (bool, int, float, str)):
-            source = getattr(callback, "function", callback)  # a plain function's own name
-            name = getattr(source, "__qualname__", type(source).__name__)
-            raise ValueError(f"metric {key!r} from {name} is a "
-                             f"{type(value).__name__}: a metric must be a number, a string, a "
-                             "bool or None (the history is JSON)")
+        else:
+            try:
+                json.dumps(value)
+            except (TypeError, ValueError):
+                del metrics[key]  # the history stays writable for the checkpoint kept
+                source = getattr(callback, "function", callback)  # a function's own name
+                name = getattr(source, "__qualname__", type(source).__name__)
+                raise ValueError(f"metric {key!r} from {name} is a {type(value).__name__}: a "
+                                 "metric must be what JSON holds (a number, a string, a bool, "
+                                 "None, or lists and dicts of them)") from None
 
 
 def _count(value, name, minimum: int = 1) -> int:

@@ -145,8 +145,7 @@ def _check_output(out: Path, force: bool) -> bool:
         return False
     if not runs.is_run(out):
         written = [name for name in (ckpt.TRAINER_FILE, ckpt.MODEL_FILE, runs.BEST_FILE,
-                                     runs.VALIDATION_FILE, runs.HISTORY_FILE)
-                   if (out / name).exists()]
+                                     runs.VALIDATION_FILE) if (out / name).exists()]
         if written:  # even with --force: training would overwrite that run's models
             raise ValueError(f"{out} holds {', '.join(written)} but no {runs.MARKER_FILE} (a "
                              "run written from Python, or one whose marker was lost), which "

@@ -613,6 +613,14 @@ def test_binarization_on_request(tmp_path):
         np.testing.assert_array_equal(read.train, scaled.train)
     with pytest.raises(ValueError, match=r"as uint8 they are read as grey levels 0-255"):
         load_user_data(tmp_path / "pixels.npy")
+    bits = (probabilities > 0.5).astype(np.uint8)  # uint8 zeros and ones stay as they are
+    np.save(tmp_path / "bits.npy", bits)
+    for how in ("stochastic", "threshold"):
+        kept = load_user_data(tmp_path / "bits.npy", binarize=how, seed=3)
+        assert 0.3 < kept.train.mean() < 0.7
+    np.testing.assert_array_equal(load_user_data(tmp_path / "bits.npy",
+                                                 binarize="threshold").train,
+                                  load_user_data(tmp_path / "bits.npy").train)
 
 
 @pytest.mark.parametrize("content, message", [

@@ -287,6 +287,21 @@ def test_larger_models_are_scored_with_ais_and_an_estimate_the_cli_would_flag_wa
     for method in (model.score_samples, model.transform):
         with pytest.raises(ValueError, match="components_ holds NaN or infinite values"):
             method(X)
+    copied = pickle.loads(pickle.dumps(model))  # a diverged fit still pickles, to look at
+    assert np.isnan(copied.components_).any()
+    assert torch.isnan(model.to_model().W).any()
+
+
+def test_a_cached_ln_z_survives_pickling_with_a_random_state_instance():
+    """The cache's key held repr(RandomState), an address a pickle does not keep (review)."""
+    X = binary_data(n_features=21)
+    model = BernoulliRBM(n_components=21, n_iter=1, random_state=np.random.RandomState(0),
+                         score_chains=40, score_betas=50).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 40 chains: the estimate's own warning
+        first = model.score(X)
+    copied = pickle.loads(pickle.dumps(model))
+    assert copied.log_partition_ == model.log_partition_ and copied.score(X) == first
 
 
 # ---------------------------------------------------------------------------- fitting API

@@ -584,10 +584,12 @@ def test_a_callbacks_metrics_are_made_plain_or_refused_by_name_and_a_raising_one
     assert history[-1]["x"] == 1.5 and type(history[-1]["y"]) is float
 
     def listed(trainer, metrics):
-        metrics["z"] = [1, 2]
-    with pytest.raises(ValueError, match=r"metric 'z' from .*listed is a list: a metric must "
-                                         r"be a number"):
+        metrics.update(z=[1, 2], w=object())
+    with pytest.raises(ValueError, match=r"metric 'w' from .*listed is a object: a metric must "
+                                         r"be what JSON holds"):
         trainer.fit(rows, 2, callbacks=[listed])
+    assert trainer.history[-1]["z"] == [1, 2] and "w" not in trainer.history[-1]
+    trainer.save_checkpoint(tmp_path / "after.safetensors")  # the history stays writable
 
     class Boom(irbm.training.Callback):
         def on_update_start(self, trainer, batch):

@@ -45,7 +45,8 @@ def load_user_data(path, *, binarize: str | None = None, threshold: float = 0.5,
         None: values must already be 0 or 1. "threshold": 1 where value > `threshold`.
         "stochastic": values in [0, 1] are probabilities, 1 where value > U(0, 1), drawn by
         ``np.random.RandomState(seed)`` for train, then valid, then test (as for MNIST).
-        uint8 arrays are read as grey levels: value / 255 (other values must lie in [0, 1]).
+        uint8 arrays with values above 1 are read as grey levels: value / 255 (other values
+        must lie in [0, 1]).
     threshold : float
     seed : int
         Seed of the stochastic binarization.
@@ -241,8 +242,10 @@ def _refuse_stray_row_or_columns(x: np.ndarray, path: Path, binarize):
 
 
 def _binarize(splits, path, how, threshold, seed) -> list[np.ndarray]:
-    if how is not None and all(x.dtype == np.uint8 for x in splits):
-        # 8-bit grey levels, as images are stored: intensities x / 255 (the authors' MNIST rule).
+    if how is not None and all(x.dtype == np.uint8 for x in splits) and \
+            max(int(x.max()) for x in splits) > 1:
+        # 8-bit grey levels, as images are stored: intensities x / 255 (the authors' MNIST rule);
+        # uint8 zeros and ones are already binary.
         splits = [x / 255.0 for x in splits]
     if how is not None:
         # Both rules read values as intensities in [0, 1]; other values (0-255 pixels, z-scores)

@@ -49,8 +49,12 @@ def check_dtype(dtype) -> torch.dtype:
     ValueError. float32 and float64 are what the families are tested in throughout; float16
     and bfloat16 models sample and save, but their sums lose digits."""
     name = dtype
-    if isinstance(dtype, type) and issubclass(dtype, np.generic) or isinstance(dtype, np.dtype):
-        name = np.dtype(dtype).name  # np.float64, as scikit-learn's side takes it
+    if dtype is float or isinstance(dtype, type) and issubclass(dtype, np.generic) or \
+            isinstance(dtype, np.dtype) or isinstance(dtype, str) and not hasattr(torch, dtype):
+        try:  # np.float64, float, "f8": as scikit-learn's side takes them
+            name = np.dtype(dtype).name
+        except TypeError:
+            pass
     chosen = getattr(torch, name, None) if isinstance(name, str) else name
     if not isinstance(chosen, torch.dtype) or not chosen.is_floating_point:
         raise ValueError(f"dtype must be a torch floating-point dtype or its name, e.g. "

@@ -147,7 +147,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             raise AttributeError(f"{type(self).__name__}.{name} described the parameters "
                                  "before components_ or the intercepts changed: the next "
                                  "score_samples or score computes it anew")
-        if cache["budget"] not in (None, self._log_partition_budget()):
+        if cache.get("budget") not in (None, self._log_partition_budget()):
             raise AttributeError(f"{type(self).__name__}.{name} was estimated with other "
                                  "score_chains, score_betas or random_state than set now: the "
                                  "next score_samples or score estimates it anew")
@@ -156,7 +156,11 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     def _log_partition_budget(self) -> tuple:
         """What an AIS estimate of ln Z depends on besides the parameters (set_params may
         change it: raising score_chains is what the unreliable-estimate warning advises)."""
-        return (self.score_chains, self.score_betas, repr(self.random_state))
+        # A RandomState instance draws afresh at every estimate anyway, and its identity does
+        # not survive a pickle: only a seed is part of the key.
+        seed = self.random_state if isinstance(self.random_state, (int, np.integer)) or \
+            self.random_state is None else "an instance"
+        return (self.score_chains, self.score_betas, seed)
 
     log_partition_ = property(lambda self: self._cached_log_partition("log_partition_"))
     log_partition_interval_ = property(
@@ -390,14 +394,14 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self.n_components_ = self._fitted_arrays[0].shape[0]
         self.__dict__.pop("_log_partition_cache", None)
 
-    def _check_fitted(self) -> None:
+    def _check_fitted(self, *, finite: bool = True) -> None:
         """check_is_fitted, then load fitted arrays changed since the model's parameters were
         copied into them (in place or by assignment) into the model; a new shape builds a
         model of that shape, whose optimizer state and persistent chains start afresh."""
         check_is_fitted(self)
         arrays = (self.components_, self.intercept_hidden_, self.intercept_visible_)
         for name, array in zip(("components_", "intercept_hidden_", "intercept_visible_"),
-                               arrays):
+                               arrays if finite else ()):  # pickling keeps a diverged fit
             if not np.isfinite(np.asarray(array, dtype=float)).all():
                 raise ValueError(f"{name} holds NaN or infinite values (a diverged fit, or "
                                  "arrays set so): fit again, with a smaller learning_rate")
@@ -475,7 +479,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         EnergyModel
             n_visible = n_features_in_, n_hidden = n_components_, on the estimator's device.
         """
-        self._check_fitted()
+        self._check_fitted(finite=False)  # a diverged fit may be exported to be looked at
         return copy.deepcopy(self._model)
 
     # ------------------------------------------------------------------ likelihoods
@@ -664,7 +668,8 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     def __getstate__(self) -> dict:
         """Plain NumPy state: torch objects are left out and rebuilt from the fitted arrays."""
         if hasattr(self, "components_"):
-            self._check_fitted()  # edited arrays: drop what was cached of the former ones
+            # edited arrays: drop what was cached of the former ones; a diverged fit pickles
+            self._check_fitted(finite=False)
         state = dict(super().__getstate__())
         state.pop("_model", None)
         state.pop("_trainer", None)
