@@ -199,6 +199,11 @@ class Settings:
         "last minibatch (CalTech101: 4 rows; the authors' code), or 'merge' it into the one "
         "before (ADAGRAD steps a 4-row minibatch's noisy gradient as far as a full one's)",
         "training", "keep", choices=RULES["last_batch"])
+    visible_init: str = _setting(
+        "the visible biases at the start: 'zeros' (the paper's and scikit-learn's) or 'data' "
+        "(the training rows' smoothed log-odds, Hinton's practical guide, sec. 8.1: the model "
+        "starts as the data's factorized model, which on small data sets it otherwise takes "
+        "epochs to reach)", "training", "zeros", choices=RULES["visible_init"], resume="fixed")
     average: int = _setting(
         "keep an exponential moving average of the parameters over about this many updates "
         "(0: none) and write it as a run directory of its own, RUN/average/, at every "
@@ -334,6 +339,7 @@ class Settings:
                 "optimizer": self.optimizer, "lr": self.lr, "l1": self.l1, "l2": self.l2,
                 "regularization": self.regularization, "seed": self.seed,
                 "last_batch": self.last_batch, "average": self.average,
+                "visible_init": self.visible_init,
                 **{name: getattr(self, name) for name in PROFILES["irbm"]},
                 **({} if self.random_stream is None else {"random_stream": self.random_stream})}
 

@@ -34,7 +34,8 @@ GROWTH_RULES = ("any", "paired", "chains", "data", "expected")
 # it differs: see `irbm.profiles`).
 RULES = {"growth": GROWTH_RULES, "growth_trigger": ("tail", "last"),
          "new_unit": ("update", "chains", "peers"), "pruning": ("all", "one", "none"),
-         "chains_per_update": ("all", "rows"), "last_batch": ("keep", "merge")}
+         "chains_per_update": ("all", "rows"), "last_batch": ("keep", "merge"),
+         "visible_init": ("zeros", "data")}
 RANDOM_STREAMS = ("philox", "torch")
 AVERAGE_DIR = "average"  # inside a run directory: the averaged model's run directory
 
@@ -64,6 +65,7 @@ class TrainingConfig:
     random_stream: str = "philox"
     last_batch: str = "keep"
     average: int = 0
+    visible_init: str = "zeros"
 
 
 class Callback:
@@ -239,12 +241,12 @@ class Trainer:
                  n_chains=None, epsilon=1e-6, regularization="proximal", growth="any",
                  epsilon_placement="outside", growth_trigger="tail", new_unit="peers",
                  pruning="all", shuffle=True, chains_per_update="all", random_stream=None,
-                 last_batch="keep", average=0, progress=True):
+                 last_batch="keep", average=0, visible_init="zeros", progress=True):
         cd_k, batch_size = _count(cd_k, "cd_k"), _count(batch_size, "batch_size")
         n_chains = None if n_chains is None else _count(n_chains, "n_chains")
         rules = {"growth": growth, "growth_trigger": growth_trigger, "new_unit": new_unit,
                  "pruning": pruning, "chains_per_update": chains_per_update,
-                 "last_batch": last_batch}
+                 "last_batch": last_batch, "visible_init": visible_init}
         for name, value in rules.items():
             if value not in RULES[name]:
                 raise ValueError(f"{name} must be one of {RULES[name]}, got {value!r}")
@@ -260,7 +262,7 @@ class Trainer:
                                      int(seed), regularization, growth, epsilon_placement,
                                      growth_trigger, new_unit, pruning, bool(shuffle),
                                      chains_per_update, random_stream, last_batch,
-                                     average)
+                                     average, visible_init)
         self.device = target
         try:
             # A device without random numbers (e.g. "meta") is refused before the model moves.
@@ -521,6 +523,9 @@ class Trainer:
         for callback in callbacks:
             callback.check_fit(self)
         self.run_dirs |= self._claims
+        if self.config.visible_init == "data" and self.state.updates == 0:
+            # Before the first update only (a checkpoint at epoch 0 resumes to the same values).
+            self.model.initialize_visible_bias(train)
         for callback in callbacks:
             callback.on_fit_start(self)
         bar = tqdm(total=epochs, initial=self.epoch, disable=not self.progress, unit="epoch",
@@ -594,7 +599,7 @@ class Trainer:
         if isinstance(recorded, dict):  # checkpoints from before these options behaved so
             later = ("regularization", "growth", "epsilon_placement", "growth_trigger",
                      "new_unit", "pruning", "shuffle", "chains_per_update", "last_batch",
-                     "average")
+                     "average", "visible_init")
             defaults = asdict(TrainingConfig())
             # Runs from before the kernels drew from a torch.Generator.
             recorded = {**{name: defaults[name] for name in later}, "random_stream": "torch",

@@ -1012,7 +1012,7 @@ def test_every_setting_is_a_config_key_recorded_in_the_run(tmp_path):
               "random_permutation": True, "regrouping": "peng", "growth": "paired",
               "profile": "authors", "growth_trigger": "last", "new_unit": "chains",
               "pruning": "one", "shuffle": False, "chains_per_update": "rows",
-              "last_batch": "merge", "average": 3, "random_stream": "torch",
+              "last_batch": "merge", "average": 3, "random_stream": "torch", "visible_init": "data",
               "train_size": 200, "valid_size": 30, "test_size": 30, "binarize": "threshold",
               "data_key": "X", "split_seed": 2,
               "eval_every": 1, "eval_chains": 5, "eval_betas": 20, "threads": 1}
@@ -1282,3 +1282,13 @@ def test_a_changed_size_is_named_as_a_change_not_as_a_clash_with_a_recorded_cap(
     assert_clean_error(run_cli(*train_args("irbm", "digits", run_dir, "--n-hidden", 30)),
                        "holds a model built with n_hidden 16; it cannot be changed")
     assert snapshot(run_dir) == before
+
+
+def test_visible_init_is_recorded_and_fixed_for_the_run(tmp_path):
+    run_dir = tmp_path / "run"
+    assert_ok(run_cli(*train_args("rbm", "digits", run_dir, "--visible-init", "data")))
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["settings"]["visible_init"] == "data"
+    assert_clean_error(run_cli(*train_args("rbm", "digits", run_dir, "--epochs", 3,
+                                           "--visible-init", "zeros")),
+                       "holds a model built with visible_init data; it cannot be changed")

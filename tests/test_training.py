@@ -598,3 +598,25 @@ def test_a_callbacks_metrics_are_made_plain_or_refused_by_name_and_a_raising_one
         trainer.fit(rows, 3, callbacks=[Boom()])
     assert trainer.callbacks == []
     trainer.update(rows[:20])  # no stale callback raises here
+
+
+@pytest.mark.parametrize("family", FACTORIES)
+def test_visible_biases_start_at_the_datas_log_odds_when_asked(family):
+    """visible_init="data": before the first update the model is the data's factorized model
+    (Hinton's guide, sec. 8.1); a walkthrough's small-data runs spent epochs getting there.
+    Only before the first update: a second fit leaves them to training."""
+    rows = prototype_data(n_rows=40)
+    model = FACTORIES[family]()
+    trainer = Trainer(model, batch_size=20, visible_init="data", progress=False)
+    trainer.fit(rows, 0)
+    torch.testing.assert_close(model.base_visible_bias(), model.base_visible_bias(rows))
+    trainer.fit(rows, 1)
+    trained = model.base_visible_bias()
+    with pytest.warns(UserWarning, match="nothing to train"):
+        trainer.fit(rows, 1)  # nothing reset either
+    assert torch.equal(model.base_visible_bias(), trained)
+    zeros = FACTORIES[family]()
+    Trainer(zeros, batch_size=20, progress=False).fit(rows, 0)
+    assert not zeros.base_visible_bias().any()
+    with pytest.raises(ValueError, match=r"visible_init must be one of \('zeros', 'data'\)"):
+        Trainer(FACTORIES[family](), visible_init="mean")

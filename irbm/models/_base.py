@@ -283,6 +283,13 @@ class EnergyModel(nn.Module, abc.ABC):
                              f"of {', '.join(self.ais_paths)}")
         return kind
 
+    def initialize_visible_bias(self, data) -> None:
+        """Visible biases <- `base_visible_bias` (``data`` (N, n_visible)): the smoothed
+        log-odds of each unit being on, the factorized model of the data, as a start
+        (Hinton's practical guide to training RBMs, section 8.1)."""
+        raise NotImplementedError(f"the {self.display_name} has no visible biases to start "
+                                  "from the data")
+
     @abc.abstractmethod
     def base_visible_bias(self, data=None) -> torch.Tensor:
         """Visible biases (n_visible,) of the AIS base: the data's smoothed log-odds when

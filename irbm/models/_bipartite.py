@@ -160,6 +160,10 @@ class BipartiteModel(EnergyModel):
         return h
 
     # ------------------------------------------------------------------ AIS
+    def initialize_visible_bias(self, data) -> None:
+        with torch.no_grad():
+            self.c.copy_(self.base_visible_bias(data))
+
     def base_visible_bias(self, data=None, smoothing: float = BASE_RATE_SMOOTHING):
         """c0_j = logit((mean_n v_nj + s) / (1 + 2 s)) for ``data`` (N, n_visible) (the data's
         smoothed log-odds, Salakhutdinov & Murray's base rate), or c without data; (n_visible,)."""
