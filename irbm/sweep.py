@@ -142,12 +142,16 @@ def trial_settings(spec: dict, point: dict) -> dict:
 
 
 def _data_file_beside(dataset: str, directory: Path) -> str:
-    """A relative data file's path beside the sweep file when it is there (as absolute), else
-    ``dataset`` as given (a named dataset, or a path from the current directory)."""
+    """A relative data file's path, absolute: beside the sweep file when it is there, else
+    from the current directory; a named dataset (or a missing file, for the loader's
+    message) as given."""
     path = Path(dataset).expanduser()
     if path.is_absolute() or dataset_name(dataset) in LOADERS:
         return dataset
-    return str((directory / path).resolve()) if (directory / path).is_file() else dataset
+    if (directory / path).is_file():
+        return str((directory / path).resolve())
+    # From the current directory: kept absolute, so that the sweep resumes from anywhere.
+    return str(path.resolve()) if path.is_file() else dataset
 
 
 def _check_keys(name, fixed, grid, evaluation):
@@ -234,6 +238,13 @@ def _check_started_trials(out: Path, spec: dict) -> None:
             raise ValueError(f"{trial} was trained with other settings ({', '.join(changed)}): "
                              "a sweep goes on with the settings its trials started with (only "
                              "epochs may change); put them back, or sweep into a new --out")
+        history = runs.read_json(trial / runs.HISTORY_FILE, default={"history": []})["history"]
+        trained = history[-1]["epoch"] if history else 0
+        if trained > given["epochs"]:  # the table would rank runs of different lengths
+            raise ValueError(f"{trial} is trained to epoch {trained}, past epochs = "
+                             f"{given['epochs']}: a sweep's epochs may only rise (its table "
+                             "compares trials of one length); put it back, or sweep into a new "
+                             "--out")
 
 
 # ---------------------------------------------------------------------------- one trial

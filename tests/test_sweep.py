@@ -195,7 +195,10 @@ def test_every_grid_point_is_validated_before_anything_runs(tmp_path, change, me
     ({"grid": {"lr": [0.1, 0.05], "l1": [0.0, 0.002]}, "n_hidden": 9},
      "was trained with other settings (n_hidden 8 -> 9)"),
     ({"evaluation": {"chains": 30, "betas": 100}},
-     "evaluated its trials with another [evaluation] (chains 20 -> 30)")])
+     "evaluated its trials with another [evaluation] (chains 20 -> 30)"),
+    # lowered, its table would rank 2-epoch trials beside new 1-epoch ones (a walkthrough)
+    ({"epochs": 1, "grid": {"lr": [0.1, 0.05], "l1": [0.0, 0.002]}},
+     "is trained to epoch 2, past epochs = 1: a sweep's epochs may only rise")])
 def test_a_sweep_resumed_with_other_settings_is_refused_before_anything_runs(
         swept, change, message):
     """Its finished trials were skipped and its record rewritten to the new file's values,
@@ -279,10 +282,11 @@ def test_a_data_file_named_relative_to_the_sweep_file_is_found_from_any_director
     path.write_text('family = "rbm"\n[grid]\ndataset = ["mine.npy", "other.npy", "digits"]\n')
     assert read_sweep(path)["grid"]["dataset"] == [str(sweeps / "mine.npy"),
                                                    str(sweeps / "other.npy"), "digits"]
-    # A path that is not beside the file is left to the current directory, as before.
+    # A path that is not beside the file is the current directory's, kept absolute: stored
+    # as given, the sweep did not resume from another directory (a walkthrough)
     (tmp_path / "here.npy").write_bytes((sweeps / "mine.npy").read_bytes())
     path.write_text('family = "rbm"\ndataset = "here.npy"\n[grid]\nlr = [0.1]\n')
-    assert read_sweep(path)["fixed"]["dataset"] == "here.npy"
+    assert read_sweep(path)["fixed"]["dataset"] == str(tmp_path / "here.npy")
 
 
 def test_a_worker_killed_mid_trial_has_its_trial_resumed_from_the_checkpoint(tmp_path, cluster):
