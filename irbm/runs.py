@@ -359,18 +359,23 @@ def append_evaluation(run_dir, record: dict):
     write_json(Path(run_dir) / EVALUATION_FILE, {"evaluations": records})
 
 
-def current_evaluation(run_dir) -> tuple[dict, str | None]:
+def current_evaluation(run_dir, accept=None) -> tuple[dict, str | None]:
     """(the latest evaluation of the run's current model, None), or (the latest evaluation,
-    why it is stale) when none matches."""
+    why it is stale) when none matches; ``accept`` (record -> bool), when given, prefers the
+    latest current evaluation it accepts (a sweep's own budget) over later ones."""
     run_dir = Path(run_dir)
     records = read_evaluations(run_dir)
     if not records:
         raise FileNotFoundError(f"{run_dir} has no {EVALUATION_FILE}: run "
                                 f"`irbm evaluate {run_dir}` first")
     cache = {}
-    for record in reversed(records):
-        if staleness(run_dir, record, cache) is None:
+    current = [record for record in reversed(records)
+               if staleness(run_dir, record, cache) is None]
+    for record in current:
+        if accept is None or accept(record):
             return record, None
+    if current:
+        return current[0], None
     return records[-1], staleness(run_dir, records[-1], cache)
 
 

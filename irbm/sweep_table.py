@@ -102,9 +102,21 @@ def _reliability(record: dict) -> str:
     return f"no: {gist}" + (f" (+{len(warnings) - 1} more)" if len(warnings) > 1 else "")
 
 
-def trial_row(trial_dir, grid_values: dict) -> dict:
+def _by_budget(evaluation: dict | None):
+    """Whether a record is the sweep's own evaluation ([evaluation]'s chains, temperatures and
+    seed, no bracket): a trial evaluated again later (a bracket) keeps the row the sweep's
+    budget gave it, as the table compares the trials under one (a walkthrough)."""
+    if evaluation is None:
+        return None
+    return lambda record: ("bracket" not in record and record.get("n_chains") ==
+                           evaluation["chains"] and record.get("n_betas") == evaluation["betas"]
+                           and record.get("seed") == evaluation["seed"])
+
+
+def trial_row(trial_dir, grid_values: dict, evaluation: dict | None = None) -> dict:
     """One table row from the trial's run directory: its grid values, epochs, size, the NLLs
-    of its current evaluation with the AIS effective sample size, time and status."""
+    of its current evaluation (the latest by the sweep's ``evaluation`` budget, where given)
+    with the AIS effective sample size, time and status."""
     trial_dir = Path(trial_dir)
     status = read_status(trial_dir)
     row = {"trial": trial_dir.name, **{k: str(v) for k, v in grid_values.items()},
@@ -122,7 +134,7 @@ def trial_row(trial_dir, grid_values: dict) -> dict:
     row.update(family=runs.read_settings(trial_dir).family,
                epochs=str(history[-1]["epoch"] if history else 0))
     try:
-        record, stale = runs.current_evaluation(trial_dir)
+        record, stale = runs.current_evaluation(trial_dir, accept=_by_budget(evaluation))
     except FileNotFoundError:
         record, stale = None, "not evaluated"
     if record is not None and stale is None:
@@ -141,8 +153,8 @@ def trial_row(trial_dir, grid_values: dict) -> dict:
 def sweep_rows(directory) -> list[dict]:
     """Every trial's row, the best trial of each family by validation NLL marked ``*``."""
     marker = read_marker(directory)
-    rows = [trial_row(Path(directory) / name, marker["grid_values"][name])
-            for name in marker["trials"]]
+    rows = [trial_row(Path(directory) / name, marker["grid_values"][name],
+                      marker.get("evaluation")) for name in marker["trials"]]
     best = {}
     for row in rows:
         if row["status"].startswith("failed"):  # its numbers are an earlier run's

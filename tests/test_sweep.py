@@ -458,3 +458,21 @@ def test_a_table_of_several_families_has_every_grid_column(tmp_path, families):
     (rbm,) = [row for row in rows if row.startswith("| family=rbm |")]
     assert rbm.split(" | ")[2] == "-"
     assert csv_path.read_text().splitlines()[0].startswith("trial,family,beta,")
+
+
+def test_a_trial_evaluated_again_keeps_the_row_its_sweep_budget_gave_it(swept, tmp_path):
+    """An evaluation run after the sweep (a bracket, another budget) replaced the trial's row,
+    whose numbers then came from outside the [evaluation] the table compares them under (a
+    walkthrough)."""
+    import shutil
+
+    from irbm import workflows
+    from irbm.sweep_table import write_table
+    out = tmp_path / "sweep"
+    shutil.copytree(swept[0], out)
+    before = {row["trial"]: row for row in _table(out)}
+    trial = next(iter(before))
+    workflows.evaluate_run(out / trial, n_chains=7, n_betas=30, seed=5, progress=False)
+    write_table(out)
+    after = {row["trial"]: row for row in _table(out)}
+    assert after == before and after[trial]["AIS chains"] == "20"
