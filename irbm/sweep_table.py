@@ -49,7 +49,14 @@ def evaluated_trial_dirs(directory) -> list[Path]:
     """The trials that have an evaluation of their current model (what `irbm report` shows);
     the others are logged and left out."""
     found = []
-    for trial in trial_dirs(directory):
+    listed = trial_dirs(directory)
+    earlier = sorted(path.name for path in Path(directory).iterdir()
+                     if path not in listed and runs.is_run(path))
+    if earlier:  # as `irbm sweep` says it (a report left them out without a word)
+        logger.warning("%d trial(s) in %s from an earlier grid are not in its sweep file and "
+                       "are left out of the report: %s (name them to include them)",
+                       len(earlier), directory, ", ".join(earlier))
+    for trial in listed:
         try:
             if runs.is_run(trial) and runs.current_evaluation(trial)[1] is None:
                 found.append(trial)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import importlib
+import json
 import os
 import re
 import shutil
@@ -476,3 +477,20 @@ def test_a_trial_evaluated_again_keeps_the_row_its_sweep_budget_gave_it(swept, t
     write_table(out)
     after = {row["trial"]: row for row in _table(out)}
     assert after == before and after[trial]["AIS chains"] == "20"
+
+
+def test_a_report_names_the_trials_of_an_earlier_grid_it_leaves_out(swept, tmp_path, caplog):
+    import logging
+    import shutil
+
+    from irbm.sweep_table import evaluated_trial_dirs
+    out = tmp_path / "sweep"
+    shutil.copytree(swept[0], out)
+    marker = json.loads((out / MARKER_FILE).read_text())
+    dropped = marker["trials"].pop()  # as after a sweep file without that grid point
+    (out / MARKER_FILE).write_text(json.dumps(marker))
+    with caplog.at_level(logging.WARNING):
+        kept = evaluated_trial_dirs(out)
+    assert out / dropped not in kept
+    assert f"1 trial(s) in {out} from an earlier grid are not in its sweep file and are left " \
+        f"out of the report: {dropped}" in caplog.text
