@@ -55,9 +55,12 @@ def best_evaluation(run_dir) -> tuple[dict, str | None, list[dict]]:
         if runs.staleness(run_dir, r, cache) is None:
             current.pop(r["log_z"], None)
             current[r["log_z"]] = r
-    # An enumerated ln Z heads its row (the latest such); else the highest AIS estimate does.
+    # An enumerated ln Z heads its row (the latest such); else the highest AIS estimate does,
+    # among records no later one holds (a bracket its --continue extended is superseded: its
+    # diagnostics and advice to continue headed the row after the continuation).
     exact = [r for r in current.values() if r.get("log_z_source") == "exact"]
-    best = exact[-1] if exact else max(current.values(), key=lambda r: r["log_z"])
+    best = exact[-1] if exact else max(_distinct_runs(list(current.values())),
+                                       key=lambda r: r["log_z"])
     # Only evaluations of the model the best one describes (a run's "best" and "latest"
     # models are both current, and their ln Z must not be pooled).
     same = [r for r in current.values()

@@ -420,6 +420,9 @@ def test_a_continued_brackets_stored_levels_are_pooled_once():
     assert report.pooled_log_partition([continued, first]) == alone
     other = {"log_z": 14.0, "log_z_high": 14.1, "n_chains": 100, "n_betas": 1000}
     assert report.pooled_log_partition([first, continued, other])[0] > alone[0]
+    # and the superseded record, though its ln Z be the highest, does not head the row
+    first["log_z"] = 99.0
+    assert report._distinct_runs([first, continued]) == [continued]
 
 
 def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, tmp_path,
