@@ -194,7 +194,8 @@ def _numeric_rows(rows) -> list[dict]:
     return split
 
 
-LEGEND = ("NLL in nats (AIS, +/- one standard error); * best validation NLL of its family "
+LEGEND = ("NLL in nats (ln Z exact where the model is small enough to enumerate, else AIS; "
+          "+/- one standard error); * best validation NLL of its family "
           "(read its 'reliable' cell: a ln Z too low makes an NLL look better); seconds: the "
           "training epochs' and the evaluation's AIS, not start-up or data loading; - : a grid "
           "setting the trial's family does not take.")

@@ -563,7 +563,7 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
             lower, upper = sorted((interval.optimistic, interval.conservative))  # may cross
             outside = max(lower - exact_nll, exact_nll - upper, 0.0)
             say(f"  exact test NLL {exact_nll:.2f} (ln Z enumerated): "
-                + (f"{outside:.2f} nats outside the bracket" if outside else "inside the bracket"))
+                + (f"{outside:.3g} nats outside the bracket" if outside else "inside the bracket"))
     elif floor > log_z:  # ln Z >= the floor for certain: the NLLs use it, as irbm report does
         log_z = floor
         say(f"  ln Z-hat {result.log_z:.3f} lies below the certain floor {floor:.3f}, which ln "
@@ -777,7 +777,8 @@ def _bracket_test(model, dataset, *, n_chains, n_betas, base, path, seed, rows, 
         f"{raise_repeats} reverse chain{'s' if raise_repeats != 1 else ''} per RAISE row, "
         f"tolerance {tolerance:g} nat{'s' if tolerance != 1 else ''}"
         + (f", at most {max_seconds:g} s" if max_seconds else "")
-        + (f"; continuing {len(resume['levels'])} stored levels" if resume else "") + ")")
+        + (f"; continuing {len(resume['levels'])} stored level"
+           f"{'s' if len(resume['levels']) != 1 else ''}" if resume else "") + ")")
     interval = bracket_nll(model, torch.as_tensor(dataset.test),
                            base_data=None if base == "model" else torch.as_tensor(dataset.train),
                            rows=rows, raise_repeats=raise_repeats, tolerance=tolerance,

@@ -707,7 +707,8 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
     assert main(["evaluate", str(run_dir), "--bracket", "--continue", "--seed", "4",
                  "--max-seconds", "8", "--raise"]) == 0
     out = capsys.readouterr().out
-    assert f"continuing {len(stored['bracket']['levels'])} stored levels" in out
+    stored_levels = len(stored["bracket"]["levels"])
+    assert f"continuing {stored_levels} stored level{'s' if stored_levels != 1 else ''}" in out
     # Four reverse chains per row by default: each level says the gap they leave.
     records = evaluations(run_dir)
     continued = records[-1]
