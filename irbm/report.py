@@ -232,6 +232,15 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
         "Size": str(record["n_hidden"]),
         "Epoch": f"{record.get('epoch')} ({record.get('which', 'latest')})",
         "Settings": f"{settings.optimizer} lr {settings.lr}, L1 {settings.l1}, L2 {settings.l2}"
+                    # the model's own options (two trials of a beta grid read the same without)
+                    + "".join(f", {name} {value}" for name, value
+                              in settings.model_options().items()
+                              if name != "n_hidden" and value is not None)
+                    + (f", visible biases from the {settings.visible_init}"
+                       if settings.visible_init != "zeros" else "")
+                    + "".join(f", {split} rows {size}" for split, size in
+                              (("train", settings.train_size), ("valid", settings.valid_size),
+                               ("test", settings.test_size)) if size is not None)
                     + (", random permutation" if settings.random_permutation else "")
                     + (f" ({settings.regrouping} regrouping)"
                        if settings.regrouping != "all" else "")

@@ -1292,3 +1292,20 @@ def test_visible_init_is_recorded_and_fixed_for_the_run(tmp_path):
     assert_clean_error(run_cli(*train_args("rbm", "digits", run_dir, "--epochs", 3,
                                            "--visible-init", "zeros")),
                        "holds a model built with visible_init data; it cannot be changed")
+
+
+def test_the_reports_settings_cell_tells_a_beta_grid_and_a_subset_apart(tmp_path):
+    """Two oRBMs of a beta grid had the same Settings cell, and a run on 300 rows read as one
+    on the whole data set (walkthroughs)."""
+    cells = []
+    for beta in (1.1, 1.2):
+        run_dir = tmp_path / f"b{beta}"
+        assert_ok(run_cli("train", "orbm", "digits", "--out", run_dir, "--n-hidden", 4,
+                          "--epochs", 1, "--cd-k", 1, "--beta", beta, "--visible-init", "data",
+                          "--quiet", *SMALL))
+        assert_ok(run_cli("evaluate", run_dir, "--chains", 10, "--betas", 20))
+        assert_ok(run_cli("report", run_dir, "--out", tmp_path / f"r{beta}"))
+        (row,) = parse_markdown_table((tmp_path / f"r{beta}" / "report.md").read_text())
+        cells.append(row["Settings"])
+    assert cells[0] != cells[1] and "beta 1.1" in cells[0] and "beta 1.2" in cells[1]
+    assert "visible biases from the data" in cells[0] and "train rows 300" in cells[0]
