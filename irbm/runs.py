@@ -25,6 +25,7 @@ import json
 import math
 import os
 import tempfile
+import warnings
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -602,13 +603,16 @@ class ValidateWithAIS(Callback):
     family's default base is the data's (any base keeps the estimate of Z unbiased)."""
 
     def __init__(self, run_dir, valid, every: int, *, base_data=None, n_chains=100, n_betas=1000,
-                 seed=0, echo=None):
+                 seed=0, echo=None, warn=True):
         if isinstance(every, bool) or int(every) != every or every < 1:
             raise ValueError(f"every must be a whole number of epochs >= 1, got {every!r} "
                              "(leave the callback out for no validation)")
         self.run_dir, self.valid, self.every = Path(run_dir), valid, int(every)
         self.base_data = base_data
         self.n_chains, self.n_betas, self.seed, self.echo = n_chains, n_betas, seed, echo
+        # Python hears of an unreliable ln Z by a warning; the command line says it in its
+        # own validation line (`HistoryWriter`) and passes warn=False.
+        self.warn = warn
         self.path = self.run_dir / VALIDATION_FILE
 
     @property
@@ -666,6 +670,12 @@ class ValidateWithAIS(Callback):
         metrics.update({"valid_nll": mean, "valid_nll_stderr": stderr, "log_z": result.log_z})
         metrics.update({"log_z_reliable": result.reliable,
                         "log_z_ess": result.effective_sample_size, "log_z_chains": self.n_chains})
+        if self.warn and not self.echo and not result.reliable:
+            warnings.warn(f"ValidateWithAIS, epoch {trainer.epoch}: AIS effective sample size "
+                          f"{result.effective_sample_size:.1f} of {self.n_chains} chains, so ln Z "
+                          "is likely too low and this validation NLL, and the choice of the "
+                          "best model, too good: raise n_chains and n_betas", UserWarning,
+                          stacklevel=2)
         if mean < best:
             ckpt.save(model, self.run_dir / BEST_FILE, extra={"epoch": trainer.epoch,
                                                                "valid_nll": mean})

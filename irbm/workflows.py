@@ -340,7 +340,8 @@ def _callbacks(settings, out, train, valid, record, echo) -> list:
     if settings.eval_every and valid is not None:
         callbacks.append(runs.ValidateWithAIS(
             out, valid, settings.eval_every, base_data=train, n_chains=settings.eval_chains,
-            n_betas=settings.eval_betas))  # its line follows the epoch's (`HistoryWriter`)
+            n_betas=settings.eval_betas, warn=False))  # its line follows the epoch's
+        # (`HistoryWriter`), with its doubt
     if record is not None:
         callbacks.append(_RecordSettings(out / runs.CONFIG_FILE, record))
     # The averaged model's run directory gets the run's marker and settings, not its history:
