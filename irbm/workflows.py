@@ -536,9 +536,12 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
         record["warnings"].append(_floor_warning(floor - result.log_z, exact))
     say(f"  effective sample size {result.effective_sample_size:.1f} of {result.n_chains} "
         f"chains ({result.base} base)")
+    # A bracket's warnings are its highest AIS run's, beside the pooled ln Z printed after
+    # (an unlabelled "-inf" bound above a finite pooled interval read as a contradiction).
     label = ("AIS alone (not used)" if exact else
              "AIS's point estimate alone (the bracket above is certified)"
-             if bracket and interval.certified else "warning")
+             if bracket and interval.certified else
+             "warning (the bracket's highest AIS run alone)" if bracket else "warning")
     for warning in record["warnings"]:
         say(f"  {label}: {warning}")
     log_z = result.log_z

@@ -458,7 +458,7 @@ def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, 
     assert ("certified" if bracket["certified"] else "NOT certified") in printed
     # AIS's own warnings are said to be its point estimate's alone beside a certified bracket.
     label = "AIS's point estimate alone (the bracket above is certified): " \
-        if bracket["certified"] else "warning: "
+        if bracket["certified"] else "warning (the bracket's highest AIS run alone): "
     assert all(f"{label}{warning}" in printed for warning in record["warnings"])
     # Which model was bracketed, and the test set's own spread (the paper's +/- is about 1.96
     # times it) beside the bracket.
