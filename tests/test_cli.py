@@ -1309,3 +1309,25 @@ def test_the_reports_settings_cell_tells_a_beta_grid_and_a_subset_apart(tmp_path
         cells.append(row["Settings"])
     assert cells[0] != cells[1] and "beta 1.1" in cells[0] and "beta 1.2" in cells[1]
     assert "visible biases from the data" in cells[0] and "train rows 300" in cells[0]
+
+
+def test_evaluate_says_when_a_model_does_worse_than_independent_pixels(tmp_path):
+    """Small-data runs from zero visible biases ended worse than each pixel on at its own rate,
+    and nothing said so (a walkthrough)."""
+    from irbm.workflows import independent_pixels_nll
+    run_dir = tmp_path / "run"
+    assert_ok(run_cli("train", "rbm", "digits", "--out", run_dir, "--n-hidden", 4, "--epochs",
+                      0, "--quiet", *SMALL))
+    result = run_cli("evaluate", run_dir, "--chains", 10, "--betas", 20)
+    assert_ok(result)
+    record = evaluations(run_dir)[-1]
+    data = load_dataset("digits").subset(300, 100, 100)
+    rate = (data.train.mean(0) + 0.05) / 1.1
+    by_hand = float(np.mean([-np.log(np.where(row == 1, rate, 1 - rate)).sum()
+                             for row in data.test]))
+    assert record["independent_pixels_test_nll"] == pytest.approx(by_hand, rel=1e-9) == \
+        independent_pixels_nll(data.train, data.test)
+    # an untrained model (every pixel at 1/2) is worse: said, with what to do
+    assert record["nll"]["test"]["mean"] > by_hand
+    assert "is above the independent-pixel model's" in result.out
+    assert "--visible-init data" in result.out
