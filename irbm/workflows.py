@@ -656,7 +656,7 @@ def _floor_warning(gap: float, exact: bool = False) -> str:
     return (f"ln Z-hat is at least {gap:.2f} nats too low (below ln sum_v exp(-F(v)) or ln "
             "sum_h exp(-G(h)) over the distinct visible or hidden vectors of Gibbs chains from "
             "the training set, or of descents of G, a certain lower bound)" + (
-                "" if exact else ": the NLLs below use that floor instead, and like it err on "
+                "" if exact else ": the NLLs use that floor instead, and like it err on "
                 "the optimistic side"))
 
 
