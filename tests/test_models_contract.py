@@ -361,9 +361,10 @@ def test_constructors_take_a_dtype_by_name_and_refuse_a_device_they_cannot_use(f
     for name in ("float64", "bfloat16"):
         assert family(4, 3, dtype=name).W.dtype == getattr(torch, name)
         assert family(4, 3, dtype=getattr(torch, name)).W.dtype == getattr(torch, name)
-    for dtype in ("long", "double16", torch.int64, np.float64):
+    for dtype in ("long", "double16", torch.int64, np.int64):
         with pytest.raises(ValueError, match=r"dtype must be a torch floating-point dtype or "):
             family(4, 3, dtype=dtype)
+    assert family(4, 3, dtype=np.float64).W.dtype == torch.float64  # as scikit-learn's side
     with pytest.raises(ValueError, match="device 'nonsense' is not usable here"):
         family(4, 3, device="nonsense")
     with tempfile.TemporaryDirectory() as directory:  # not the checkpoint's fault either
