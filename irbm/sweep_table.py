@@ -45,6 +45,14 @@ def trial_dirs(directory) -> list[Path]:
     return [Path(directory) / name for name in read_marker(directory)["trials"]]
 
 
+def _evaluated(run_dir: Path) -> bool:
+    """A run directory with an evaluation of its current model."""
+    try:
+        return runs.is_run(run_dir) and runs.current_evaluation(run_dir)[1] is None
+    except (FileNotFoundError, ValueError):
+        return False
+
+
 def evaluated_trial_dirs(directory) -> list[Path]:
     """The trials that have an evaluation of their current model (what `irbm report` shows);
     the others are logged and left out."""
@@ -54,7 +62,8 @@ def evaluated_trial_dirs(directory) -> list[Path]:
                      if path not in listed and runs.is_run(path))
     if earlier:  # as `irbm sweep` says it (a report left them out without a word)
         logger.warning("%d trial(s) in %s from an earlier grid are not in its sweep file and "
-                       "are left out of the report: %s (name them to include them)",
+                       "are left out of the report: %s (name them, SWEEP/TRIAL, to include "
+                       "them)",
                        len(earlier), directory, ", ".join(earlier))
     for trial in listed:
         try:
@@ -86,8 +95,9 @@ def expand_sweeps(directories) -> list[Path]:
         if is_sweep(directory.parent) and not is_sweep(directory):  # e.g. from SWEEP/*
             if directory.parent not in evaluated:
                 evaluated[directory.parent] = evaluated_trial_dirs(directory.parent)
-            if directory in evaluated[directory.parent]:
-                expanded.append(directory)
+            listed = directory in trial_dirs(directory.parent)
+            if directory in evaluated[directory.parent] or not listed and _evaluated(directory):
+                expanded.append(directory)  # a trial of an earlier grid, named: kept
             continue
         expanded.extend(evaluated_trial_dirs(directory) if is_sweep(directory) else [directory])
     return expanded

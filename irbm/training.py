@@ -218,6 +218,11 @@ class Trainer:
         its own, RUN/average/, for evaluation. At the paper's lr the iRBM's test NLL moves by
         10-20 nats from one update to the next; an average over a few epochs of updates is
         an estimate of where the iterates hover.
+    visible_init : {"zeros", "data"}
+        "data": when `fit` starts before any update, the visible biases are set to the
+        training rows' smoothed log-odds (`EnergyModel.initialize_visible_bias`; Hinton's
+        practical guide, section 8.1); "zeros" leaves the model as built (the paper's start).
+        Driving `update` directly skips it.
     seed : int
         Seeds the Gibbs sampler and the minibatch order.
     random_stream : {"philox", "torch"} or None
@@ -711,22 +716,26 @@ def _plain_metrics(metrics: dict, callback) -> None:
     Python's, which the checkpoint's JSON takes; ValueError naming the key and the callback
     for anything JSON cannot hold (it failed inside the next checkpoint's write, naming
     neither), with that key taken out of the history first."""
+    refused = []
     for key, value in list(metrics.items()):
         one_number = (value.numel() == 1 if isinstance(value, torch.Tensor) else
                       np.size(value) == 1 if isinstance(value, (np.ndarray, np.generic)) else
                       False)
         if one_number:
             metrics[key] = value.item()
-        else:
-            try:
-                json.dumps(value)
-            except (TypeError, ValueError):
-                del metrics[key]  # the history stays writable for the checkpoint kept
-                source = getattr(callback, "function", callback)  # a function's own name
-                name = getattr(source, "__qualname__", type(source).__name__)
-                raise ValueError(f"metric {key!r} from {name} is a {type(value).__name__}: a "
-                                 "metric must be what JSON holds (a number, a string, a bool, "
-                                 "None, or lists and dicts of them)") from None
+            continue
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            refused.append((key, type(value).__name__))
+            del metrics[key]  # every other key converted first: the history stays writable
+    if refused:
+        source = getattr(callback, "function", callback)  # a plain function's own name
+        name = getattr(source, "__qualname__", type(source).__name__)
+        raise ValueError(f"metric(s) from {name} that JSON cannot hold: "
+                         + ", ".join(f"{key!r} (a {kind})" for key, kind in refused)
+                         + "; a metric must be a number, a string, a bool, None, or lists and "
+                         "dicts of them")
 
 
 def _count(value, name, minimum: int = 1) -> int:

@@ -574,7 +574,8 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
             "Z cannot: the NLLs use the floor")
     record["nll_log_z"] = log_z  # the ln Z the NLLs below are computed with
     record["nll"] = _split_nlls(model, dataset, log_z, say)
-    _compare_with_independent_pixels(record, dataset, say)
+    _compare_with_independent_pixels(record, dataset, say,
+                                     runs.read_settings(run_dir).visible_init)
     if not bracket and raise_rows is not None and dataset.test is not None and \
             len(dataset.test):
         rows = torch.as_tensor(dataset.test[: raise_rows or len(dataset.test)])
@@ -663,25 +664,26 @@ def _floor_warning(gap: float, exact: bool = False) -> str:
 def independent_pixels_nll(train: np.ndarray, rows: np.ndarray, smoothing: float = 0.05) -> float:
     """Average NLL of ``rows`` (N, D) under the independent-pixel model of ``train`` (M, D),
     each unit on with the training rows' smoothed rate: the baseline a model must beat."""
-    rate = (np.asarray(train, dtype=np.float64).mean(0) + smoothing) / (1.0 + 2.0 * smoothing)
+    rate = (np.asarray(train).mean(0, dtype=np.float64) + smoothing) / (1.0 + 2.0 * smoothing)
     rows = np.asarray(rows, dtype=np.float64)
     return float(-(rows @ np.log(rate) + (1.0 - rows) @ np.log1p(-rate)).mean())
 
 
-def _compare_with_independent_pixels(record: dict, dataset, say) -> None:
-    """Record the independent-pixel model's test NLL and say when the model does worse: it has
-    not learned the data's marginals yet (on small data sets, visible biases that start at
-    zero move slowly under ADAGRAD)."""
+def _compare_with_independent_pixels(record: dict, dataset, say, visible_init: str) -> None:
+    """Record the independent-pixel model's test NLL and say when the model does worse beyond
+    two standard errors: it has not learned the data's marginals yet (on small data sets,
+    visible biases that start at zero move slowly under ADAGRAD)."""
     if "test" not in record["nll"] or dataset.test is None or dataset.train is None:
         return
     baseline = independent_pixels_nll(dataset.train, dataset.test)
     record["independent_pixels_test_nll"] = baseline
-    mean = record["nll"]["test"]["mean"]
-    if mean > baseline:
-        say(f"  note: its test NLL {mean:.2f} is above the independent-pixel model's "
+    test = record["nll"]["test"]
+    if test["mean"] > baseline + 2 * test["stderr"]:
+        say(f"  note: its test NLL {test['mean']:.2f} is above the independent-pixel model's "
             f"{baseline:.2f} (each unit on at its training rate): it has not learned the "
-            "data's marginals yet; train longer, or start the visible biases at the data "
-            "(--visible-init data)")
+            "data's marginals yet; train longer" + (
+                "" if visible_init == "data" else ", or start the visible biases at the data "
+                "(a new run with --visible-init data)"))
 
 
 def _split_nlls(model, dataset, log_z: float, say) -> dict:

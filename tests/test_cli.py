@@ -1331,3 +1331,13 @@ def test_evaluate_says_when_a_model_does_worse_than_independent_pixels(tmp_path)
     assert record["nll"]["test"]["mean"] > by_hand
     assert "is above the independent-pixel model's" in result.out
     assert "--visible-init data" in result.out
+    # Started at the data, untrained, it is that very model (zero weights): no note, and the
+    # advice never names the option a run already has (a review)
+    started = tmp_path / "started"
+    assert_ok(run_cli("train", "rbm", "digits", "--out", started, "--n-hidden", 4, "--epochs",
+                      0, "--visible-init", "data", "--quiet", *SMALL))
+    result = run_cli("evaluate", started, "--chains", 10, "--betas", 20)
+    record = evaluations(started)[-1]
+    # (float32 biases: 64 logits rounded)
+    assert record["nll"]["test"]["mean"] == pytest.approx(by_hand, abs=0.01)
+    assert "independent-pixel" not in result.out

@@ -420,9 +420,28 @@ def test_a_continued_brackets_stored_levels_are_pooled_once():
     assert report.pooled_log_partition([continued, first]) == alone
     other = {"log_z": 14.0, "log_z_high": 14.1, "n_chains": 100, "n_betas": 1000}
     assert report.pooled_log_partition([first, continued, other])[0] > alone[0]
-    # and the superseded record, though its ln Z be the highest, does not head the row
-    first["log_z"] = 99.0
-    assert report._distinct_runs([first, continued]) == [continued]
+
+
+
+def test_a_bracket_superseded_by_its_continuation_does_not_head_the_row(monkeypatch):
+    """Its highest ln Z made it the row's heading evaluation, whose diagnostics and advice to
+    continue were then shown after the continuation (a walkthrough)."""
+    from irbm import report
+
+    def level(n_betas, log_z):
+        return {"n_betas": n_betas, "ais": {"linear": {"log_z": log_z, "n_chains": 100,
+                                                       "sigma": 0.05}}}
+
+    def bracketed(log_z, *levels):
+        return {"log_z": log_z, "log_z_high": log_z + 0.1, "n_chains": 100, "n_betas": 1000,
+                "model_sha256": "a", "bracket": {"levels": list(levels)}}
+    first = bracketed(99.0, level(1000, 10.0))
+    continued = bracketed(12.0, level(1000, 10.0), level(2000, 12.0))
+    monkeypatch.setattr(report.runs, "current_evaluation", lambda run_dir: (continued, None))
+    monkeypatch.setattr(report.runs, "read_evaluations", lambda run_dir: [first, continued])
+    monkeypatch.setattr(report.runs, "staleness", lambda run_dir, r, cache: None)
+    best, stale, others = report.best_evaluation("run")
+    assert best is continued and stale is None
 
 
 def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, tmp_path,

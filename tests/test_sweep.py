@@ -493,4 +493,6 @@ def test_a_report_names_the_trials_of_an_earlier_grid_it_leaves_out(swept, tmp_p
         kept = evaluated_trial_dirs(out)
     assert out / dropped not in kept
     assert f"1 trial(s) in {out} from an earlier grid are not in its sweep file and are left " \
-        f"out of the report: {dropped}" in caplog.text
+        f"out of the report: {dropped} (name them, SWEEP/TRIAL, to include them)" in caplog.text
+    from irbm.sweep_table import expand_sweeps
+    assert expand_sweeps([out / dropped]) == [out / dropped]  # named: kept, as it says

@@ -584,11 +584,12 @@ def test_a_callbacks_metrics_are_made_plain_or_refused_by_name_and_a_raising_one
     assert history[-1]["x"] == 1.5 and type(history[-1]["y"]) is float
 
     def listed(trainer, metrics):
-        metrics.update(z=[1, 2], w=object())
-    with pytest.raises(ValueError, match=r"metric 'w' from .*listed is a object: a metric must "
-                                         r"be what JSON holds"):
+        metrics.update(w=object(), z=[1, 2], y=np.float32(1.5), t=torch.tensor(2.0))
+    with pytest.raises(ValueError, match=r"metric\(s\) from .*listed that JSON cannot hold: "
+                                         r"'w' \(a object\)"):
         trainer.fit(rows, 2, callbacks=[listed])
-    assert trainer.history[-1]["z"] == [1, 2] and "w" not in trainer.history[-1]
+    entry = trainer.history[-1]  # the keys after the refused one converted too (a review)
+    assert (entry["z"], entry["y"], entry["t"]) == ([1, 2], 1.5, 2.0) and "w" not in entry
     trainer.save_checkpoint(tmp_path / "after.safetensors")  # the history stays writable
 
     class Boom(irbm.training.Callback):
