@@ -132,8 +132,10 @@ def _bracket_cell(bracket: dict | None) -> str:
             + (width_text(width) if math.isfinite(width) else f"width {width}")
             + f", {verdict}"
             + ("" if check is None else
-               f"; tempering {_number(check['nll'])} +/- {_number(check['stderr'])} "
-               f"({check.get('passages', '?')} passages)" + describe_bdmc(check)))
+               f"; tempering {_number(check['nll'])} +/- {_number(check['stderr'])}"
+               # checks stored before passages were counted have none to show
+               + (f" ({check['passages']} passages)" if "passages" in check else "")
+               + describe_bdmc(check)))
 
 
 def _raise_cell(upper: dict | None, bracket: dict | None) -> str:
