@@ -560,3 +560,17 @@ def test_scikit_learn_digits_example_with_the_import_swapped(capsys):
     # scikit-learn's own BernoulliRBM scores 0.910 on this reduced script (scikit-learn 1.9.1;
     # not rerun here: its logistic regression alone takes ~7 s); irbm's scored 0.935.
     assert namespace["accuracy"] > 0.88
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_visible_biases_can_start_at_the_datas_log_odds(cls):
+    """As irbm.Trainer's visible_init: zero epochs of fit leave them at the smoothed log-odds
+    of the feature means; the default keeps scikit-learn's zeros."""
+    X = binary_data()
+    started = small(cls, n_iter=0, visible_init="data", dtype="float64").fit(X)
+    rate = (X.mean(0) + 0.05) / 1.1
+    np.testing.assert_allclose(started.intercept_visible_, np.log(rate / (1 - rate)),
+                               rtol=1e-9)
+    assert not small(cls, n_iter=0).fit(X).intercept_visible_.any()
+    with pytest.raises(ValueError, match="visible_init must be 'zeros' or 'data'"):
+        small(cls, visible_init="mean").fit(X)

@@ -173,7 +173,8 @@ class BipartiteModel(EnergyModel):
         if data.dim() != 2 or data.shape[0] == 0:
             raise ValueError(f"data must be (N >= 1, {self.n_visible}), got {tuple(data.shape)}")
         # Chunks: a large uint8 data set is never converted to the model's dtype all at once.
-        counts = sum(self.check_visible(data[start:start + 4096]).double().sum(0)
+        # Values in [0, 1] (probabilities, means) count by their expectation.
+        counts = sum(self.check_visible(data[start:start + 4096], binary=False).double().sum(0)
                      for start in range(0, data.shape[0], 4096))
         probability = (counts / data.shape[0] + smoothing) / (1.0 + 2.0 * smoothing)
         return torch.logit(probability).to(self.dtype)

@@ -199,6 +199,8 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         check_device(self.device)
         _check_int("score_chains", self.score_chains, 1)
         _check_int("score_betas", self.score_betas, 2)
+        if self.visible_init not in ("zeros", "data"):
+            raise ValueError(f"visible_init must be 'zeros' or 'data', got {self.visible_init!r}")
         if self._ordered:
             _check_real("beta", self.beta, minimum=1.0 if self._infinite else 0.0,
                         strict=True)
@@ -305,6 +307,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         rng = check_random_state(self.random_state)
         self._initialize(X.shape[1], rng)
         self._observe(X)
+        self._start_visible_biases()
         n_samples = X.shape[0]
         for iteration in range(1, self.n_iter + 1):
             begin = time.perf_counter()
@@ -348,6 +351,8 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             self.random_state_ = check_random_state(self.random_state)
             self._initialize(X.shape[1], self.random_state_)
         self._observe(X)
+        if first_call:
+            self._start_visible_biases()
         self._update(X.toarray() if sparse.issparse(X) else X, self.random_state_)
         self._refresh_attributes()
         return self
@@ -358,6 +363,13 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self._trainer = None
         self._feature_sums = np.zeros(n_features)
         self._n_samples_seen = 0
+
+    def _start_visible_biases(self) -> None:
+        """With ``visible_init="data"``, the visible biases at the smoothed log-odds of the
+        feature means seen so far (one row of those means: the model takes values in [0, 1])."""
+        if self.visible_init == "data":
+            means = self._feature_sums / max(self._n_samples_seen, 1)
+            self._model.initialize_visible_bias(self._tensor(means[None, :]))
 
     def _observe(self, X) -> None:
         """Accumulate the feature means of the data seen (the AIS base distribution)."""

@@ -41,7 +41,11 @@ _COMMON_PARAMETERS = """
         torch device of the model ("cpu" when None; e.g. "cuda").
     dtype : {"float32", "float64"} or the NumPy dtype, default="float32"
         Precision of the model during training, transform and AIS; free energies and exact
-        log Z are computed in float64."""
+        log Z are computed in float64.
+    visible_init : {"zeros", "data"}, default="zeros"
+        The visible biases at the start: zeros (scikit-learn's), or the smoothed log-odds of
+        the features' means in the data `fit` gets (the first minibatch of `partial_fit`),
+        as `irbm.Trainer`'s ``visible_init`` (Hinton's practical guide, section 8.1)."""
 
 _INPUTS = """
     Inputs
@@ -152,7 +156,7 @@ class BernoulliRBM(_BaseBernoulliRBM):
                  random_state: RandomStateLike = None, cd_k: int = 1, persistent: bool = True,
                  optimizer: str = "sgd", l1: float = 0.0, l2: float = 0.0,
                  score_chains: int = 100, score_betas: int = 10000, device: str | None = None,
-                 dtype: str = "float32"):
+                 dtype: str = "float32", visible_init: str = "zeros"):
         self.n_components = n_components
         self.learning_rate = learning_rate
         self.batch_size = batch_size
@@ -168,6 +172,7 @@ class BernoulliRBM(_BaseBernoulliRBM):
         self.score_betas = score_betas
         self.device = device
         self.dtype = dtype
+        self.visible_init = visible_init
 
     def _new_model(self, n_features: int, rng: np.random.RandomState):
         model = RBM(n_features, self.n_components, dtype=self._torch_dtype, device=self._device)
@@ -215,7 +220,7 @@ class OrderedBernoulliRBM(_BaseBernoulliRBM):
                  random_state: RandomStateLike = None, cd_k: int = 1, persistent: bool = True,
                  optimizer: str = "sgd", l1: float = 0.0, l2: float = 0.0,
                  score_chains: int = 100, score_betas: int = 10000, device: str | None = None,
-                 dtype: str = "float32", beta: float = 1.01):
+                 dtype: str = "float32", beta: float = 1.01, visible_init: str = "zeros"):
         self.n_components = n_components
         self.learning_rate = learning_rate
         self.batch_size = batch_size
@@ -231,6 +236,7 @@ class OrderedBernoulliRBM(_BaseBernoulliRBM):
         self.score_betas = score_betas
         self.device = device
         self.dtype = dtype
+        self.visible_init = visible_init
         self.beta = beta
 
     def _new_model(self, n_features: int, rng: np.random.RandomState):
@@ -282,7 +288,7 @@ class InfiniteBernoulliRBM(_BaseBernoulliRBM):
                  persistent: bool = True, optimizer: str = "sgd", l1: float = 0.0,
                  l2: float = 0.0, score_chains: int = 100, score_betas: int = 10000,
                  device: str | None = None, dtype: str = "float32", beta: float = 1.01,
-                 max_hidden: int | None = None):
+                 max_hidden: int | None = None, visible_init: str = "zeros"):
         self.learning_rate = learning_rate
         self.batch_size = batch_size
         self.n_iter = n_iter
@@ -297,6 +303,7 @@ class InfiniteBernoulliRBM(_BaseBernoulliRBM):
         self.score_betas = score_betas
         self.device = device
         self.dtype = dtype
+        self.visible_init = visible_init
         self.beta = beta
         self.max_hidden = max_hidden
 
