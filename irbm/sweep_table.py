@@ -53,14 +53,15 @@ def _evaluated(run_dir: Path) -> bool:
         return False
 
 
-def evaluated_trial_dirs(directory) -> list[Path]:
+def evaluated_trial_dirs(directory, *, name_earlier: bool = True) -> list[Path]:
     """The trials that have an evaluation of their current model (what `irbm report` shows);
-    the others are logged and left out."""
+    the others are logged and left out, and so (``name_earlier``) are the runs of an earlier
+    grid beside them."""
     found = []
     listed = trial_dirs(directory)
     earlier = sorted(path.name for path in Path(directory).iterdir()
                      if path not in listed and runs.is_run(path))
-    if earlier:  # as `irbm sweep` says it (a report left them out without a word)
+    if earlier and name_earlier:  # as `irbm sweep` says it (a report left them out unsaid)
         logger.warning("%d trial(s) in %s from an earlier grid are not in its sweep file and "
                        "are left out of the report: %s (name them, SWEEP/TRIAL, to include "
                        "them)",
@@ -88,16 +89,21 @@ def evaluated_trial_dirs(directory) -> list[Path]:
 
 def expand_sweeps(directories) -> list[Path]:
     """Run directories, with every sweep directory replaced by its evaluated trials; what a
-    shell's ``SWEEP/*`` names inside a sweep is kept when it is one of those trials (the
-    sweep's own files, and trials without an evaluation, logged as such, are left out)."""
+    shell's ``SWEEP/*`` names inside a sweep is kept when it is one of those trials or an
+    evaluated run of an earlier grid (the sweep's own files, and trials without an
+    evaluation, logged as such, are left out)."""
     expanded, evaluated = [], {}
     for directory in map(Path, directories):
         if is_sweep(directory.parent) and not is_sweep(directory):  # e.g. from SWEEP/*
-            if directory.parent not in evaluated:
-                evaluated[directory.parent] = evaluated_trial_dirs(directory.parent)
+            if directory.parent not in evaluated:  # runs of an earlier grid are named here
+                evaluated[directory.parent] = evaluated_trial_dirs(directory.parent,
+                                                                   name_earlier=False)
             listed = directory in trial_dirs(directory.parent)
             if directory in evaluated[directory.parent] or not listed and _evaluated(directory):
                 expanded.append(directory)  # a trial of an earlier grid, named: kept
+            elif not listed and runs.is_run(directory):
+                logger.warning("%s: no evaluation of its current model; left out of the report",
+                               directory)
             continue
         expanded.extend(evaluated_trial_dirs(directory) if is_sweep(directory) else [directory])
     return expanded

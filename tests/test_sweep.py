@@ -495,4 +495,8 @@ def test_a_report_names_the_trials_of_an_earlier_grid_it_leaves_out(swept, tmp_p
     assert f"1 trial(s) in {out} from an earlier grid are not in its sweep file and are left " \
         f"out of the report: {dropped} (name them, SWEEP/TRIAL, to include them)" in caplog.text
     from irbm.sweep_table import expand_sweeps
-    assert expand_sweeps([out / dropped]) == [out / dropped]  # named: kept, as it says
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):  # named: kept, as it says, and not said again
+        assert expand_sweeps([out / dropped]) == [out / dropped]
+        assert len(expand_sweeps(sorted(out.iterdir()))) == len(marker["trials"]) + 1
+    assert "earlier grid" not in caplog.text

@@ -283,17 +283,18 @@ class EnergyModel(nn.Module, abc.ABC):
                              f"of {', '.join(self.ais_paths)}")
         return kind
 
-    def initialize_visible_bias(self, data) -> None:
-        """Visible biases <- `base_visible_bias` (``data`` (N, n_visible)): the smoothed
-        log-odds of each unit being on, the factorized model of the data, as a start
-        (Hinton's practical guide to training RBMs, section 8.1)."""
+    def initialize_visible_bias(self, data, *, binary: bool = True) -> None:
+        """Visible biases <- `base_visible_bias` (``data`` (N, n_visible), 0/1, or values in
+        [0, 1] with ``binary`` False): the smoothed log-odds of each unit being on, the
+        factorized model of the data, as a start (Hinton's practical guide, section 8.1)."""
         raise NotImplementedError(f"the {self.display_name} has no visible biases to start "
                                   "from the data")
 
     @abc.abstractmethod
-    def base_visible_bias(self, data=None) -> torch.Tensor:
+    def base_visible_bias(self, data=None, *, binary: bool = True) -> torch.Tensor:
         """Visible biases (n_visible,) of the AIS base: the data's smoothed log-odds when
-        ``data`` (N, n_visible) is given, else the model's own visible biases."""
+        ``data`` (N, n_visible; 0/1, or values in [0, 1] with ``binary`` False) is given, else
+        the model's own visible biases."""
 
     @abc.abstractmethod
     def _n_hidden_terms(self) -> int:

@@ -160,11 +160,12 @@ class BipartiteModel(EnergyModel):
         return h
 
     # ------------------------------------------------------------------ AIS
-    def initialize_visible_bias(self, data) -> None:
+    def initialize_visible_bias(self, data, *, binary: bool = True) -> None:
         with torch.no_grad():
-            self.c.copy_(self.base_visible_bias(data))
+            self.c.copy_(self.base_visible_bias(data, binary=binary))
 
-    def base_visible_bias(self, data=None, smoothing: float = BASE_RATE_SMOOTHING):
+    def base_visible_bias(self, data=None, smoothing: float = BASE_RATE_SMOOTHING, *,
+                          binary: bool = True):
         """c0_j = logit((mean_n v_nj + s) / (1 + 2 s)) for ``data`` (N, n_visible) (the data's
         smoothed log-odds, Salakhutdinov & Murray's base rate), or c without data; (n_visible,)."""
         if data is None:
@@ -173,8 +174,8 @@ class BipartiteModel(EnergyModel):
         if data.dim() != 2 or data.shape[0] == 0:
             raise ValueError(f"data must be (N >= 1, {self.n_visible}), got {tuple(data.shape)}")
         # Chunks: a large uint8 data set is never converted to the model's dtype all at once.
-        # Values in [0, 1] (probabilities, means) count by their expectation.
-        counts = sum(self.check_visible(data[start:start + 4096], binary=False).double().sum(0)
+        # Values in [0, 1] (``binary`` False: probabilities, means) count by their expectation.
+        counts = sum(self.check_visible(data[start:start + 4096], binary=binary).double().sum(0)
                      for start in range(0, data.shape[0], 4096))
         probability = (counts / data.shape[0] + smoothing) / (1.0 + 2.0 * smoothing)
         return torch.logit(probability).to(self.dtype)

@@ -328,7 +328,8 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     def partial_fit(self, X: MatrixLike, y: Any = None) -> _BaseBernoulliRBM:
         """One parameter update with X as the minibatch (as scikit-learn's BernoulliRBM).
 
-        The first call initializes the model; later calls continue from the current parameters,
+        The first call initializes the model (with ``visible_init="data"``, its visible biases
+        from this minibatch's means); later calls continue from the current parameters,
         optimizer state and persistent chains (also after `fit`). Feed minibatches of about
         ``batch_size`` rows.
 
@@ -369,7 +370,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         feature means seen so far (one row of those means: the model takes values in [0, 1])."""
         if self.visible_init == "data":
             means = self._feature_sums / max(self._n_samples_seen, 1)
-            self._model.initialize_visible_bias(self._tensor(means[None, :]))
+            self._model.initialize_visible_bias(self._tensor(means[None, :]), binary=False)
 
     def _observe(self, X) -> None:
         """Accumulate the feature means of the data seen (the AIS base distribution)."""
