@@ -897,6 +897,21 @@ def _run_level(model, routes, schedules, n_temperatures, level_seed, *, n_chains
     return level, results, restored
 
 
+def refuse_certified_resume(stored: dict, tolerance: float) -> list[dict]:
+    """Copies of a stored bracket's levels as a continuation judges them; ValueError when they
+    are certified, as an uninterrupted call would have stopped there."""
+    levels = copy.deepcopy(stored["levels"])
+    if stored.get("cross_check") is not None:
+        # Tempering re-judged the last level's conservative side alone: judged again without
+        # it, the levels are those of the bracket it checked (a new check may run at the end).
+        judge_conservative(levels, floor=stored.get("log_z_floor", -math.inf))
+    if not verdict(levels, tolerance=tolerance, out_of_time=False):
+        raise ValueError(f"the stored bracket is certified at {levels[-1]['n_betas']} "
+                         "temperatures: an uninterrupted call stops there, so there is nothing "
+                         "to continue (start a new bracket to check it again)")
+    return levels
+
+
 def _resumable(stored: dict, *, n_chains, n_rows, raise_repeats, bases, paths, schedule,
                pilot_betas, tolerance, max_betas) -> tuple[list[dict], int, float]:
     """(copies of the stored bracket's levels, the next level's temperatures, its seconds),
@@ -918,15 +933,7 @@ def _resumable(stored: dict, *, n_chains, n_rows, raise_repeats, bases, paths, s
         if was != now:
             raise ValueError(f"the stored bracket ran with {name} {was}, this call with {now}: "
                              "a bracket continues with the settings it was started with")
-    levels = copy.deepcopy(stored["levels"])
-    if stored.get("cross_check") is not None:
-        # Tempering re-judged the last level's conservative side alone: judged again without
-        # it, the levels are those of the bracket it checked (a new check may run at the end).
-        judge_conservative(levels, floor=stored.get("log_z_floor", -math.inf))
-    if not verdict(levels, tolerance=tolerance, out_of_time=False):
-        raise ValueError(f"the stored bracket is certified at {levels[-1]['n_betas']} "
-                         "temperatures: an uninterrupted call stops there, so there is nothing "
-                         "to continue (start a new bracket to check it again)")
+    levels = refuse_certified_resume(stored, tolerance)
     next_betas = 2 * int(levels[-1]["n_betas"])
     if next_betas > max_betas:
         raise ValueError(f"the stored bracket's next level ({next_betas} temperatures) "

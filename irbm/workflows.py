@@ -32,6 +32,7 @@ from .evaluate import (
     describe_bdmc,
     nll,
     raise_nll,
+    refuse_certified_resume,
     refuse_descents_base,
 )
 from .floor import FLOOR_STEPS, free_energies, sampled_log_partition_floor
@@ -487,6 +488,8 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
     model.check_ais_path(path)  # before any work
     require_finite_parameters(model, "irbm evaluate")
     require_full_precision(model.dtype, "irbm evaluate")
+    if continued is not None:  # before the banner that says the work has begun
+        refuse_certified_resume(stored["bracket"], tolerance)
     if bracket and n_chains < 2:
         raise ValueError(f"--chains {n_chains} (Python: n_chains=): a bracket needs at least 2 "
                          "AIS chains per route")

@@ -753,6 +753,14 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
     # The pilots of the first level's 50 temperatures, kept (a new bracket would cap at 1,000).
     assert old["pilot_betas"] == new["pilot_betas"] == 50
     assert new["max_seconds"] == 8  # this call's budget, recorded for the next --continue
+    # A bracket that cannot go on (certified, as judged by the function the continuation
+    # calls) is refused before the banner that says the work has begun (a walkthrough)
+    def certified(stored, tolerance):
+        raise ValueError("the stored bracket is certified at 400 temperatures")
+    monkeypatch.setattr("irbm.workflows.refuse_certified_resume", certified)
+    refusal = run_cli("evaluate", run_dir, "--bracket", "--continue")
+    assert_clean_error(refusal, "the stored bracket is certified at 400 temperatures")
+    assert "bracketing" not in refusal.out
 
 
 def test_report_refuses_results_of_an_earlier_model(run_dir, tmp_path, monkeypatch):
