@@ -48,11 +48,13 @@ import os
 import re
 import signal
 import socket
+import sys
 import threading
 import time
 import tomllib
 import traceback
 import urllib.request
+import warnings
 from pathlib import Path
 
 from . import checkpoint as ckpt
@@ -261,6 +263,18 @@ def is_finished(trial_dir, epochs: int) -> bool:
         return False
 
 
+def _train_and_evaluate(mapping, trial_dir, evaluation, threads, data_dir, device) -> None:
+    """What a trial does: train (or resume) to its epochs, then evaluate by [evaluation]."""
+    settings = workflows.settings_for(trial_dir, {**mapping, "threads": threads})
+    if not is_finished(trial_dir, settings.epochs):
+        workflows.train_run(settings, trial_dir, data_dir=data_dir, device=device,
+                            epoch_lines=False, echo=logger.debug)
+        workflows.evaluate_run(trial_dir, n_chains=evaluation["chains"],
+                               n_betas=evaluation["betas"], seed=evaluation["seed"],
+                               data_dir=data_dir, device=device, progress=False,
+                               echo=logger.debug, threads=threads)
+
+
 def run_trial(mapping: dict, trial_dir, evaluation: dict, *, threads: int = 1,
               data_dir=None, device=None) -> dict:
     """Train (or resume) and evaluate one trial; what a Dask task runs.
@@ -283,15 +297,16 @@ def run_trial(mapping: dict, trial_dir, evaluation: dict, *, threads: int = 1,
     for name in (sweep_table.ERROR_FILE, sweep_table.STATUS_FILE):
         (trial_dir / name).unlink(missing_ok=True)
     status = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
+
+    def say_warning(message, category, filename, lineno, file=None, line=None):
+        # In a worker's stream, a warning must say which trial it is about (the iRBM's cap
+        # came as Python's file and line, no trial named: a walkthrough).
+        print(f"irbm: warning: trial {trial_dir.name}: {' '.join(str(message).split())}",
+              file=sys.stderr if file is None else file)
     try:
-        settings = workflows.settings_for(trial_dir, {**mapping, "threads": threads})
-        if not is_finished(trial_dir, settings.epochs):
-            workflows.train_run(settings, trial_dir, data_dir=data_dir, device=device,
-                                epoch_lines=False, echo=logger.debug)
-            workflows.evaluate_run(trial_dir, n_chains=evaluation["chains"],
-                                   n_betas=evaluation["betas"], seed=evaluation["seed"],
-                                   data_dir=data_dir, device=device, progress=False,
-                                   echo=logger.debug, threads=threads)
+        with warnings.catch_warnings():
+            warnings.showwarning = say_warning
+            _train_and_evaluate(mapping, trial_dir, evaluation, threads, data_dir, device)
     except Exception as error:  # noqa: BLE001 -- any failure of a trial is recorded, not fatal
         trial_dir.mkdir(parents=True, exist_ok=True)
         (trial_dir / sweep_table.ERROR_FILE).write_text(traceback.format_exc())

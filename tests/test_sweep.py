@@ -500,3 +500,16 @@ def test_a_report_names_the_trials_of_an_earlier_grid_it_leaves_out(swept, tmp_p
         assert expand_sweeps([out / dropped]) == [out / dropped]
         assert len(expand_sweeps(sorted(out.iterdir()))) == len(marker["trials"]) + 1
     assert "earlier grid" not in caplog.text
+
+
+def test_a_trials_warning_names_the_trial(tmp_path, capsys):
+    """In a worker's stream the iRBM's cap came as Python's file and line, naming no trial (a
+    walkthrough)."""
+    from irbm.sweep import run_trial
+    mapping = {**{k: v for k, v in BASE.items() if k != "evaluation"}, "max_hidden": 8,
+               "lr": 0.1}
+    result = run_trial(mapping, tmp_path / "capped", {"chains": 10, "betas": 20, "seed": 0})
+    assert result["status"] == "done", result
+    lines = [line for line in capsys.readouterr().err.splitlines() if "max_hidden" in line]
+    assert lines and all(line.startswith("irbm: warning: trial capped: the infinite RBM would "
+                                         "grow past max_hidden (8)") for line in lines)
