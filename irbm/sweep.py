@@ -48,7 +48,6 @@ import os
 import re
 import signal
 import socket
-import sys
 import threading
 import time
 import tomllib
@@ -301,8 +300,7 @@ def run_trial(mapping: dict, trial_dir, evaluation: dict, *, threads: int = 1,
     def say_warning(message, category, filename, lineno, file=None, line=None):
         # In a worker's stream, a warning must say which trial it is about (the iRBM's cap
         # came as Python's file and line, no trial named: a walkthrough).
-        print(f"irbm: warning: trial {trial_dir.name}: {' '.join(str(message).split())}",
-              file=sys.stderr if file is None else file)
+        logger.warning("trial %s: %s", trial_dir.name, " ".join(str(message).split()))
     try:
         with warnings.catch_warnings():
             warnings.showwarning = say_warning

@@ -502,14 +502,19 @@ def test_a_report_names_the_trials_of_an_earlier_grid_it_leaves_out(swept, tmp_p
     assert "earlier grid" not in caplog.text
 
 
-def test_a_trials_warning_names_the_trial(tmp_path, capsys):
+def test_a_trials_warning_names_the_trial(tmp_path, caplog):
     """In a worker's stream the iRBM's cap came as Python's file and line, naming no trial (a
-    walkthrough)."""
+    walkthrough): it is logged, one line, with the trial's name."""
+    import logging
+
     from irbm.sweep import run_trial
     mapping = {**{k: v for k, v in BASE.items() if k != "evaluation"}, "max_hidden": 8,
                "lr": 0.1}
-    result = run_trial(mapping, tmp_path / "capped", {"chains": 10, "betas": 20, "seed": 0})
+    with caplog.at_level(logging.WARNING, logger="irbm.sweep"):
+        result = run_trial(mapping, tmp_path / "capped", {"chains": 10, "betas": 20,
+                                                           "seed": 0})
     assert result["status"] == "done", result
-    lines = [line for line in capsys.readouterr().err.splitlines() if "max_hidden" in line]
-    assert lines and all(line.startswith("irbm: warning: trial capped: the infinite RBM would "
-                                         "grow past max_hidden (8)") for line in lines)
+    lines = [record.getMessage() for record in caplog.records if "max_hidden" in
+             record.getMessage()]
+    assert lines and all(line.startswith("trial capped: the infinite RBM would grow past "
+                                         "max_hidden (8)") for line in lines)
