@@ -25,7 +25,6 @@ import json
 import math
 import os
 import tempfile
-import warnings
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ import torch
 
 from . import checkpoint as ckpt
 from ._io import atomic_write
+from ._warn import warn_user
 from .ais import estimate_log_partition
 from .datasets import LOADERS, dataset_name, load_dataset
 from .evaluate import nll
@@ -671,11 +671,10 @@ class ValidateWithAIS(Callback):
         metrics.update({"log_z_reliable": result.reliable,
                         "log_z_ess": result.effective_sample_size, "log_z_chains": self.n_chains})
         if self.warn and not self.echo and not result.reliable:
-            warnings.warn(f"ValidateWithAIS, epoch {trainer.epoch}: AIS effective sample size "
-                          f"{result.effective_sample_size:.1f} of {self.n_chains} chains, so ln Z "
-                          "is likely too low and this validation NLL, and the choice of the "
-                          "best model, too good: raise n_chains and n_betas", UserWarning,
-                          stacklevel=2)
+            warn_user(f"ValidateWithAIS, epoch {trainer.epoch}: AIS effective sample size "
+                      f"{result.effective_sample_size:.1f} of {self.n_chains} chains, so ln Z "
+                      "is likely too low and this validation NLL, and the choice of the "
+                      "best model, too good: raise n_chains and n_betas")
         if mean < best:
             ckpt.save(model, self.run_dir / BEST_FILE, extra={"epoch": trainer.epoch,
                                                                "valid_nll": mean})

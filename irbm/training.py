@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import numbers
 import time
-import warnings
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from tqdm.auto import tqdm
 from . import checkpoint as ckpt
 from ._io import atomic_write
 from ._threads import apply_threads, held_threads
+from ._warn import warn_user
 from .ais import batch_seed
 from .kernels import PhiloxGenerator
 from .models import EnergyModel, check_device
@@ -497,9 +497,9 @@ class Trainer:
         """
         epochs = _count(epochs, "epochs", minimum=0)
         if getattr(self, "_trained_here", False) and 0 < epochs <= self.epoch:
-            warnings.warn(f"this trainer has already run {self.epoch} epoch(s) and epochs="
-                          f"{epochs} counts them in total: nothing to train (pass "
-                          f"epochs={self.epoch + epochs} for {epochs} more)", stacklevel=2)
+            warn_user(f"this trainer has already run {self.epoch} epoch(s) and epochs="
+                      f"{epochs} counts them in total: nothing to train (pass "
+                      f"epochs={self.epoch + epochs} for {epochs} more)")
         before = torch.get_num_threads()
         # threads None inside an enclosing choice (`irbm._threads.hold_threads`, a command's
         # --threads, the demo's one thread per worker): keep it rather than read the free cores.
@@ -633,10 +633,9 @@ class Trainer:
         if gibbs_state.numel() == trainer.gibbs_generator.get_state().numel():
             trainer.gibbs_generator.set_state(gibbs_state)
         else:  # saved on another kind of device (a CUDA generator state: 16 bytes; CPU: 5,056)
-            warnings.warn(f"{path}: the Gibbs sampler's random state was saved on another "
-                          "kind of device; it continues from a new seed, so the resumed run does "
-                          "not repeat an uninterrupted one bit for bit", RuntimeWarning,
-                          stacklevel=2)
+            warn_user(f"{path}: the Gibbs sampler's random state was saved on another "
+                      "kind of device; it continues from a new seed, so the resumed run does "
+                      "not repeat an uninterrupted one bit for bit", RuntimeWarning)
             # Hashed, not seed + updates: that would replay the order or monitor generator's stream.
             trainer.gibbs_generator.manual_seed(batch_seed(int(config["seed"]),
                                                            int(metadata["updates"])))

@@ -247,9 +247,11 @@ def test_training_callbacks_refuse_before_any_epoch_and_keep_an_earlier_run(tmp_
     run = tmp_path / "new" / "run"  # its parent does not exist either
     first = irbm.Trainer(irbm.RBM(8, 2), batch_size=3, progress=False)
     # 4 chains are too few to judge ln Z by: Python hears of it (the CLI says it in its line)
-    with pytest.warns(UserWarning, match=r"ValidateWithAIS, epoch 1: AIS effective sample "
-                                         r"size .* of 4 chains.*choice of the best model"):
+    unreliable = r"ValidateWithAIS, epoch 1: AIS effective sample size .* of 4 chains.*choice"
+    with pytest.warns(UserWarning, match=unreliable + r" of the best model") as caught:
         first.fit(rows, 2, callbacks=[ValidateWithAIS(run, rows, 1, n_chains=4, n_betas=10)])
+    # Raised inside fit's callback, named at the line that called fit (stacklevel=2 named irbm).
+    assert {record.filename for record in caught} == {__file__}
     assert [record["epoch"] for record in json.loads((run / "validation.json").read_text())] \
         == [1, 2]
     callbacks = [CheckpointEvery(run), ValidateWithAIS(run, rows, 1, n_chains=4, n_betas=10)]

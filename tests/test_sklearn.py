@@ -268,8 +268,9 @@ def test_larger_models_are_scored_with_ais_and_an_estimate_the_cli_would_flag_wa
                                          r"sample size \d+\.\d of 20 chains x 100 temperatures"
                                          r".*raise score_chains and score_betas "
                                          r"\(score_chains=20 can never reach 30 effective "
-                                         r"chains: use at least 100\)"):
+                                         r"chains: use at least 100\)") as caught:
         scores = model.score_samples(X)
+    assert {record.filename for record in caught} == {__file__}  # the user's line, not irbm's
     assert model.log_partition_method_ == "ais" and np.isfinite(scores).all()
     assert 1.0 <= model.log_partition_ess_ <= 20.0
     with warnings.catch_warnings():  # log Z is kept: said once per fitted model

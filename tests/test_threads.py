@@ -86,9 +86,11 @@ def test_trainer_fit_trains_on_the_policys_threads_and_gives_the_callers_back(
     trainer.fit(data, 2, threads=1, callbacks=[lambda t, m: seen.append(m["threads"])])
     assert seen == [expected, 1] and torch.get_num_threads() == 2
     assert [row["threads"] for row in trainer.history] == [expected, 1]
-    with pytest.warns(UserWarning, match=r"already run 2 epoch\(s\) and epochs=2 counts them in "
-                                         r"total: nothing to train \(pass epochs=4 for 2 more\)"):
+    nothing = (r"already run 2 epoch\(s\) and epochs=2 counts them in total: nothing to train "
+               r"\(pass epochs=4 for 2 more\)")
+    with pytest.warns(UserWarning, match=nothing) as caught:
         trainer.fit(data, 2)
+    assert {record.filename for record in caught} == {__file__}
     assert trainer.epoch == 2
 
 

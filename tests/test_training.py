@@ -56,6 +56,18 @@ def test_training_lowers_exact_nll(family, persistent, cd_k):
         assert key in trainer.history[-1]
 
 
+def test_the_caps_warning_names_the_line_that_called_fit():
+    """Raised four calls deep in the trainer's growth step, it named a line of irbm (stacklevel=2),
+    where a user can neither see their own code nor filter it with -W by module."""
+    model = irbm.InfiniteRBM(N_VISIBLE, n_hidden=1, max_hidden=1,
+                             generator=torch.Generator().manual_seed(0))
+    with pytest.warns(UserWarning, match=r"would grow past max_hidden \(1\)") as caught:
+        Trainer(model, cd_k=1, batch_size=20, lr=0.2, seed=0, progress=False).fit(
+            prototype_data(), 3)
+    assert {record.filename for record in caught} == {__file__}
+    assert model.n_hidden == 1
+
+
 class ShapeWatcher(Callback):
     """Record (n_hidden, ADAGRAD accumulator shapes) after every epoch."""
 

@@ -8,10 +8,10 @@ whole tail z > l sums to exp(-F(v, l)) r / (1 - r): finite as long as beta > 1.
 from __future__ import annotations
 
 import math
-import warnings
 
 import torch
 
+from .._warn import warn_user
 from ._registry import register_family
 from .ordered import OrderedRBM
 
@@ -137,10 +137,10 @@ class InfiniteRBM(OrderedRBM):
             return None
         if not self.can_grow:
             # Silent, the cap would pass for the size the data asked for.
-            warnings.warn(f"the infinite RBM would grow past max_hidden ({self.max_hidden}) "
-                          "and is held there: its size is the cap, not the one training "
-                          "would learn (raise max_hidden, --max-hidden, or leave it None, "
-                          "without --max-hidden)", stacklevel=2)
+            warn_user(f"the infinite RBM would grow past max_hidden ({self.max_hidden}) "
+                      "and is held there: its size is the cap, not the one training "
+                      "would learn (raise max_hidden, --max-hidden, or leave it None, "
+                      "without --max-hidden)")
             return None
         return torch.cat([torch.arange(self.n_hidden, device=self.device),
                           torch.tensor([-1], device=self.device)])

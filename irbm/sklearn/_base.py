@@ -15,9 +15,7 @@ import copy
 import functools
 import math
 import numbers
-import sys
 import time
-import warnings
 from typing import Any
 
 import numpy as np
@@ -30,6 +28,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import Trainer
 from .._threads import using_threads
+from .._warn import warn_user
 from ..ais import estimate_log_partition
 from ..models import DTYPES, check_device
 from ..sampling import sample as _run_gibbs_chains
@@ -69,14 +68,6 @@ def _threaded(rows: str | None):
                 return method(self, *args, **kwargs)
         return threaded
     return decorate
-
-
-def _caller_level() -> int:
-    """The ``stacklevel`` of a warning raised here that names the first caller outside irbm."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_globals.get("__name__", "").startswith("irbm"):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 # ---------------------------------------------------------------------------- model parameters
@@ -579,7 +570,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             "log_partition_method_": "ais", "budget": self._log_partition_budget()}
         # A search ranking models on these scores must hear it (the CLI prints the same).
         if not result.reliable:
-            warnings.warn(
+            warn_user(
                 f"{type(self).__name__}: log Z by AIS is unreliable: effective sample size "
                 f"{self.log_partition_ess_:.1f} of {self.score_chains} chains x "
                 f"{self.score_betas} temperatures, where at least 30 and 10% of the chains "
@@ -589,8 +580,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                 + (f" (score_chains={self.score_chains} can never reach 30 effective chains: "
                    "use at least 100)" if self.score_chains < 30 else
                    f" (score_chains={self.score_chains} leaves the weights almost no room to "
-                   "spread: use at least 100)" if self.score_chains < 60 else ""),
-                UserWarning, stacklevel=_caller_level())
+                   "spread: use at least 100)" if self.score_chains < 60 else ""))
 
     @_threaded('X')
     def pseudo_likelihood(self, X: MatrixLike) -> np.ndarray:
@@ -693,9 +683,8 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         super().__setstate__(state)
         if "components_" in state:
             if self._device.type == "cuda" and not torch.cuda.is_available():
-                warnings.warn(f"this {type(self).__name__} was fitted on {self.device}, which this "
-                              "machine does not have: it is rebuilt on the CPU", RuntimeWarning,
-                              stacklevel=2)
+                warn_user(f"this {type(self).__name__} was fitted on {self.device}, which this "
+                          "machine does not have: it is rebuilt on the CPU", RuntimeWarning)
                 self.device = "cpu"
             self._model = self._empty_model(self.components_.shape[1],
                                             self.components_.shape[0])
