@@ -35,19 +35,27 @@ LOCK_FILE = "lock"
 _RUN_FILE = re.compile(r"^\d+-[a-z0-9-]+-(ais|raise)\.npz$")
 
 
+def rows_digest(rows) -> str | None:
+    """sha256 of the values of ``rows`` (N, D), whatever their dtype or device (None: None);
+    in chunks, so that MNIST's 60,000 rows are never copied whole."""
+    return None if rows is None else tensor_digest(
+        *(chunk.to(torch.float64) for chunk in torch.as_tensor(rows).split(4096)))
+
+
+def model_digest(model) -> str:
+    """sha256 of a model's parameters (and buffers), as a checkpoint keeps them."""
+    return tensor_digest(*model.state_dict().values())
+
+
 def bracket_identity(model, *, data, base_data, pilot_data, trajectory, **settings) -> dict:
     """What a bracket's draws depend on besides its levels' seeds: the model, its rows
     (digests of their values), whether the fused kernels draw the chains, and ``settings``
     (chains, rows, repeats, seed, routes, schedule, pilots, temperatures), as JSON values."""
-    def digest(rows):  # of the values, whatever their dtype; in chunks (MNIST: 60,000 rows)
-        return None if rows is None else tensor_digest(
-            *(chunk.to(torch.float64) for chunk in torch.as_tensor(rows).split(4096)))
-
     return json.loads(json.dumps({
-        "model": model.config(), "parameters": tensor_digest(*model.state_dict().values()),
-        "data": digest(data), "base data": digest(base_data),
-        "pilot data": digest(pilot_data),
-        "trajectory": [tensor_digest(*m.state_dict().values()) for m in trajectory or []],
+        "model": model.config(), "parameters": model_digest(model),
+        "data": rows_digest(data), "base data": rows_digest(base_data),
+        "pilot data": rows_digest(pilot_data),
+        "trajectory": [model_digest(m) for m in trajectory or []],
         "dtype": str(model.dtype), "device": model.device.type,
         "kernels": runs_on(torch.empty(1, dtype=model.dtype, device=model.device)),
         **settings}))

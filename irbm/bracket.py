@@ -169,6 +169,11 @@ class Bracket:
         The exact average NLL on ``data`` where ln Z can be enumerated
         (`irbm.evaluate.EXACT_TERMS`), the truth the bracket is checked against; None
         otherwise.
+    seed : int or None
+        The seed of the row subset and the estimators (None: stored before it was recorded).
+    fingerprint : dict or None
+        sha256 digests of what it bracketed ("parameters" of the model, "data", "base data",
+        "trajectory"), which a call continuing it must match (None: stored before).
     """
 
     optimistic: float
@@ -197,6 +202,8 @@ class Bracket:
     raise_repeats: int = 1
     pilot_betas: int | None = PILOT_BETAS
     exact_nll: float | None = None
+    seed: int | None = None
+    fingerprint: dict | None = None
 
     @property
     def width(self) -> float:
@@ -216,7 +223,7 @@ class Bracket:
                 "stopped_by": self.stopped_by, "cross_check": self.cross_check,
                 "schedule": self.schedule, "resumed_levels": self.resumed_levels,
                 "raise_repeats": self.raise_repeats, "pilot_betas": self.pilot_betas,
-                "levels": self.levels}
+                "seed": self.seed, "fingerprint": self.fingerprint, "levels": self.levels}
 
     def __str__(self) -> str:
         verdict = "certified" if self.certified else "NOT certified"

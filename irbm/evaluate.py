@@ -19,7 +19,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ._ais_chains import check_path, run_reverse_chains
-from ._bracket_work import LevelWork, bracket_identity
+from ._bracket_work import LevelWork, bracket_identity, model_digest, rows_digest
 from ._threads import chooses_threads
 from .ais import (
     AISResult,
@@ -457,10 +457,10 @@ REVERSE_PILOT_ROWS = 32  # reverse chains of the pilot that tunes RAISE's schedu
 
 @chooses_threads(lambda a: min(int(a["n_chains"]), CPU_CHAIN_BATCH))
 def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
-                max_seconds=None, seed=None, n_chains: int = BRACKET_CHAINS,
+                max_seconds=None, seed=None, n_chains: int | None = None,
                 n_betas: int = 1000, paths=None, bases=None, trajectory=None,
-                schedule: str = "tuned", pilot_data=None, resume=None,
-                raise_repeats: int = RAISE_REPEATS,
+                schedule: str | None = None, pilot_data=None, resume=None,
+                raise_repeats: int | None = None,
                 max_betas: int = 1_000_000, tempering=None, progress: bool = True,
                 echo=None, pilot_betas: int | None = None, work_dir=None,
                 keep_work: bool = False, stop_inside_level: bool = True,
@@ -486,7 +486,7 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         CalTech101 models the data base suits the iRBM, the model base the RBM-500).
     rows : int, optional
         RAISE rows, drawn at random from ``data`` (default min(N, 300)).
-    raise_repeats : int
+    raise_repeats : int, optional
         Reverse chains per RAISE row, averaged in probability. E ln p-hat(v) falls below
         ln p(v) by about half the variance of one chain's log-weight, a gap more temperatures
         close only as fast as the chains mix: on the CalTech101 RBM-100, 16 chains per row
@@ -494,6 +494,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         had left it within 0.5 nat (see results/README.md). With two or more, each level's
         RAISE route stores the gap left (`repeat_gap`), which a too-wide verdict names.
         Default `irbm.bracket.RAISE_REPEATS`, as `irbm evaluate --bracket`.
+        Continuing (``resume``), each setting left None (``rows``, ``raise_repeats``,
+        ``seed``, ``n_chains``, ``paths``, ``bases``, ``schedule``) is the stored bracket's.
     tolerance : float
         Largest certified width, nats.
     max_seconds : float, optional
@@ -504,7 +506,7 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         `irbm.bracket.BracketUnfinished` (the same call again goes on from them).
     seed : int, optional
         Seeds the row subset and every estimator (default 0).
-    n_chains, n_betas : int
+    n_chains, n_betas : int, optional
         AIS chains per path and base (default `irbm.bracket.BRACKET_CHAINS`, 1,000, as
         `irbm evaluate --bracket`), and the first level's temperatures.
     paths : sequence of str, optional
@@ -512,17 +514,18 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         ``trajectory`` is given).
     trajectory : list of EnergyModel, optional
         Models saved while this one was trained, earliest first (`irbm.models.TrajectoryPath`).
-    schedule : "tuned", "tuned-forward" or "uniform"
-        Temperatures of equal thermodynamic length, from pilot runs fixed before the estimates
-        run (`irbm.ais.thermodynamic_length`), or evenly spaced. "tuned": AIS's from a forward
-        pilot per route, RAISE's from a reverse one (32 reverse chains started at random rows
-        of ``pilot_data``), since reverse chains lag behind the temperature on the data's
-        side, not the base's: on trained CalTech101 models it gave RAISE at N temperatures
-        about what AIS's schedule gave it at 2N (`benchmarks/bench_raise_schedule.py`). The
-        pilot's spread over its rows mixes row-to-row differences with the chains' noise,
-        which alone makes RAISE's gap: a heuristic, chosen by that measurement. Without
-        ``pilot_data`` RAISE takes AIS's schedule, as with "tuned-forward" (the rule of
-        brackets made before, which it re-derives); the rows bracketed never tune it.
+    schedule : "tuned", "tuned-forward" or "uniform", optional
+        Default "tuned". Temperatures of equal thermodynamic length, from pilot runs fixed
+        before the estimates run (`irbm.ais.thermodynamic_length`), or evenly spaced. "tuned":
+        AIS's from a forward pilot per route, RAISE's from a reverse one (32 reverse chains
+        started at random rows of ``pilot_data``), since reverse chains lag behind the
+        temperature on the data's side, not the base's: on trained CalTech101 models it gave
+        RAISE at N temperatures about what AIS's schedule gave it at 2N
+        (`benchmarks/bench_raise_schedule.py`). The pilot's spread over its rows mixes
+        row-to-row differences with the chains' noise, which alone makes RAISE's gap: a
+        heuristic, chosen by that measurement. Without ``pilot_data`` RAISE takes AIS's
+        schedule, as with "tuned-forward" (the rule of brackets made before, which it
+        re-derives); the rows bracketed never tune it.
     pilot_data : Tensor or array (M, n_visible), optional
         Rows other than ``data`` (the training set) for RAISE's pilot; default ``base_data``.
     pilot_betas : int, optional
@@ -534,8 +537,11 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         A bracket of this model (a `Bracket`, or its stored `Bracket.summary`) to continue, its
         cross-check carried on when this call runs none: its levels are kept and
         the temperatures doubled from its last, with its chains, rows, seed, routes and
-        schedule (each must equal this call's; its ``seed``, which the evaluation record
-        holds, is the caller's to pass again). Level k's seed depends on k alone, and the
+        schedule (those this call leaves None are its; those it gives must equal its). One of
+        another model (its parameters' digest differs: another model, or this one trained
+        further), of other rows or base data, is refused before any work; so is one stored
+        before brackets recorded their seed without ``seed`` (the evaluation record holds
+        it). Level k's seed depends on k alone, and the
         row subset and pilots on ``seed``, so on the same device the continued bracket is the
         one an uninterrupted call would have made; elsewhere its new levels are independent
         draws of the same estimators. A bracket a tempering check re-judged goes on as the
@@ -575,6 +581,19 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         resume = resume.summary()
     require_full_precision(model.dtype, "a bracket")
     require_finite_parameters(model, "a bracket")
+    fingerprint = {"parameters": model_digest(model), "data": rows_digest(data),
+                   "base data": rows_digest(base_data),
+                   "trajectory": [model_digest(m) for m in trajectory or []]}
+    if resume is not None:
+        _refuse_another_bracket(resume, fingerprint, seed)
+        stored = _stored_settings(resume)
+        n_chains, rows, raise_repeats, seed, paths, bases, schedule = (
+            stored[name] if given is None else given for name, given in (
+                ("n_chains", n_chains), ("rows", rows), ("raise_repeats", raise_repeats),
+                ("seed", seed), ("paths", paths), ("bases", bases), ("schedule", schedule)))
+    n_chains = BRACKET_CHAINS if n_chains is None else n_chains
+    raise_repeats = RAISE_REPEATS if raise_repeats is None else raise_repeats
+    schedule = "tuned" if schedule is None else schedule
     tolerance, raise_repeats = _checked_settings(tolerance, max_seconds, n_chains, schedule,
                                                  raise_repeats)
     make_betas(n_betas)  # validates
@@ -723,7 +742,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
                        None if not verdict(levels, tolerance=tolerance, out_of_time=False,
                                            cross_check=check)
                        else out_of_time or None, check, schedule, resumed_levels, raise_repeats,
-                       int(pilot_betas) if schedule != "uniform" else None)
+                       int(pilot_betas) if schedule != "uniform" else None,
+                       seed=seed, fingerprint=fingerprint)
         if model.exact_terms() <= EXACT_TERMS:  # the truth to check the estimators against
             bracket.exact_nll = nll(model, data, model.log_partition_exact())[0]
         return bracket
@@ -912,15 +932,48 @@ def refuse_certified_resume(stored: dict, tolerance: float) -> list[dict]:
     return levels
 
 
+def _stored_settings(stored: dict) -> dict:
+    """The settings of a stored bracket (`Bracket.summary`) a call continuing it takes where it
+    leaves them None; a seed stored before brackets recorded it is None (then 0, as before)."""
+    return {"n_chains": stored["n_chains"], "rows": stored["n_rows"],
+            "raise_repeats": stored.get("raise_repeats", 1), "seed": stored.get("seed"),
+            "paths": _stored_paths(stored),
+            "bases": tuple(stored.get("bases") or ("data",)),
+            "schedule": stored.get("schedule", "tuned-forward")}  # see bracket_results
+
+
+def _stored_paths(stored: dict) -> tuple:
+    """A stored bracket's annealing paths: brackets stored before "bases" and "paths" were
+    recorded ran the data base alone, and their paths are the routes their levels name."""
+    return tuple(stored.get("paths") or dict.fromkeys(
+        route.split(", ")[0] for route in stored["levels"][0]["ais"]))
+
+
+def _refuse_another_bracket(stored: dict, fingerprint: dict, seed):
+    """ValueError when the stored bracket was made of another model, other rows or other base
+    data than this call's (``fingerprint``: their digests), or with another seed; a bracket
+    stored before these were recorded is taken on trust (`irbm evaluate --continue` checks its
+    run's model)."""
+    what = {"parameters": "another model (its parameters differ: another model, or this one "
+                          "trained or changed since)",
+            "data": "other rows (data)", "base data": "other base data (base_data)",
+            "trajectory": "another trajectory"}
+    for name, digest in (stored.get("fingerprint") or {}).items():
+        if name in fingerprint and digest != fingerprint[name]:
+            raise ValueError(f"resume: the stored bracket is of {what.get(name, name)} than "
+                             "this call's: continue a bracket only with the model and rows it "
+                             "was made of, or start a new one (resume=None)")
+    if seed is not None and stored.get("seed") is not None and int(seed) != stored["seed"]:
+        raise ValueError(f"resume: the stored bracket ran with seed {stored['seed']}, this call "
+                         f"with {seed}: leave seed None to continue with the stored one")
+
+
 def _resumable(stored: dict, *, n_chains, n_rows, raise_repeats, bases, paths, schedule,
                pilot_betas, tolerance, max_betas) -> tuple[list[dict], int, float]:
     """(copies of the stored bracket's levels, the next level's temperatures, its seconds),
     or ValueError naming the setting that differs from the call continuing it."""
     stored_schedule = stored.get("schedule", "tuned-forward")  # see bracket_results
-    # Brackets stored before "bases" and "paths" were recorded ran the data base alone; their
-    # paths are the routes their levels name.
-    stored_paths = stored.get("paths") or tuple(dict.fromkeys(
-        route.split(", ")[0] for route in stored["levels"][0]["ais"]))
+    stored_paths = _stored_paths(stored)
     settings = {"chains": (stored["n_chains"], n_chains), "rows": (stored["n_rows"], n_rows),
                 "RAISE repeats": (stored.get("raise_repeats", 1), raise_repeats),
                 "bases": (tuple(stored.get("bases") or ("data",)), tuple(bases)),

@@ -259,6 +259,12 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
             message += ("\n--force: " + ", ".join(f"{name} {old} -> {new}" for name, (old, new)
                                                    in forced.items())
                         + f" from epoch {trainer.epoch + 1} (recorded in config.json)")
+        if settings.epochs > trainer.epoch and (out / runs.BRACKET_WORK_DIR).is_dir():
+            # Said before training, not found after it at the bracket's next run.
+            message += (f"\nnote: {out / runs.BRACKET_WORK_DIR} holds an unfinished bracket of "
+                        f"the model at epoch {trainer.epoch}; training changes the model, so "
+                        "that work will be stale (finish it first with the `irbm evaluate "
+                        "--bracket` command that started it, or delete it)")
     else:
         trainer = _new_trainer(settings, dataset.n_visible, device)
         name = trainer.model.display_name
@@ -620,8 +626,13 @@ def _latest_bracket(run_dir, which, purpose: str) -> tuple[int, dict]:
     if purpose == "continue" and which == "latest":
         records = [pair for pair in records if pair[1].get("which", "latest") == "latest"]
     if not records:
+        partial = run_dir / runs.BRACKET_WORK_DIR
         raise ValueError(f"{run_dir} has no bracket of its current model to {purpose}: run "
-                         f"irbm evaluate RUN --bracket first{hint}")
+                         f"irbm evaluate RUN --bracket first{hint}" + (
+                             f" ({partial} holds the unfinished first level of one: the "
+                             "`irbm evaluate --bracket` command that started it goes on from "
+                             "it, unless the model was trained since)"
+                             if purpose == "continue" and partial.is_dir() else ""))
     return ([pair for pair in records if pair[1].get("which") == which] or records)[-1]
 
 

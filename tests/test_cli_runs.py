@@ -960,6 +960,11 @@ def test_a_bracket_out_of_budget_in_its_first_level_stops_with_status_3(run_dir,
         f"before any level of this call finished: its finished chain batches are saved in " \
         f"{work}" in stopped.err and "Traceback" not in stopped.err
     assert (work / "20-linear-ais.npz").exists() and len(evaluations(run_dir)) == records
+    # --continue has nothing to continue yet, and says where the unfinished work is.
+    refused(run_dir, ["evaluate", run_dir, "--bracket", "--continue"],
+            ["no bracket of its current model to continue", f"({work} holds the unfinished "
+             "first level of one: the `irbm evaluate --bracket` command that started it goes "
+             "on from it"])
     calls = 1
     while stopped.code == 3 and calls < 30:
         stopped, calls = run_cli(*command), calls + 1
@@ -971,6 +976,17 @@ def test_a_bracket_out_of_budget_in_its_first_level_stops_with_status_3(run_dir,
     (level_1,), levels = evaluations(run_dir)[-2]["bracket"]["levels"], \
         evaluations(run_dir)[-1]["bracket"]["levels"]
     assert [level["n_betas"] for level in levels] == [20, 40] and levels[0] == level_1
+
+
+def test_training_on_says_an_unfinished_bracket_will_be_stale(run_dir):
+    """Before it trains: after, the bracket's next call found its work stale, unannounced."""
+    (run_dir / "bracket_partial").mkdir()
+    trained = run_cli("train", "rbm", "digits", "--out", run_dir, *TINY[:2], "--epochs", 2,
+                      *TINY[4:])
+    assert_ok(trained)
+    assert f"note: {run_dir / 'bracket_partial'} holds an unfinished bracket of the model at " \
+        "epoch 1; training changes the model, so that work will be stale" in trained.out, \
+        trained.out
 
 
 def test_sample_refuses_in_the_command_lines_words_before_its_banner(run_dir):

@@ -6,6 +6,7 @@ Tiny float64 block-diagonal models whose ln Z is enumerated, all three families.
 
 from __future__ import annotations
 
+import copy
 import re
 
 import numpy as np
@@ -241,6 +242,11 @@ def test_a_continued_bracket_is_the_one_an_uninterrupted_call_makes(monkeypatch)
     highest = max(continued.levels[2:], key=lambda level: level["own_optimistic"])
     assert continued.ais.n_betas == highest["n_betas"]
     assert continued.ais.log_z == highest["ais"][highest["best_path"]]["log_z"]
+    # The settings left out are the stored bracket's (every one had to be repeated).
+    again = bracket_nll(model, rows, base_data=train, tolerance=1e-6, max_betas=200,
+                        resume=stored)
+    assert _without_seconds(again.levels) == _without_seconds(whole.levels)
+    assert (again.seed, again.n_rows, again.raise_repeats) == (3, 40, 3)
 
 
 def test_a_bracket_continues_only_with_its_own_settings(monkeypatch):
@@ -273,6 +279,21 @@ def test_a_bracket_continues_only_with_its_own_settings(monkeypatch):
             bracket_nll(model, rows, max_betas=200, resume=stored, **{**settings, **change})
     with pytest.raises(ValueError, match=r"next level \(100 temperatures\) passes max_betas"):
         bracket_nll(model, rows, max_betas=50, resume=stored, **settings)
+    # Another model, rows, base data or seed: the stored levels would be mixed with the new
+    # ones (a Python resume took a CalTech101 bracket for a digits model, and one of the same
+    # model before 17 more epochs, silently).
+    trained = copy.deepcopy(model)
+    with torch.no_grad():
+        trained.W[0, 0] += 1e-3
+    for call, message in (
+            (dict(model=trained), "is of another model .*trained or changed since"),
+            (dict(data=_data(5, 200, 0.5)), "is of other rows"),
+            (dict(base_data=_data(7, 300, 0.4)), "is of other base data"),
+            (dict(seed=4), "ran with seed 3, this call with 4: leave seed None")):
+        arguments = {**settings, "model": model, "data": rows, **call}
+        with pytest.raises(ValueError, match="resume: the stored bracket " + message):
+            bracket_nll(arguments.pop("model"), arguments.pop("data"), max_betas=200,
+                        resume=stored, **arguments)
 
 
 def test_a_bracket_tempering_re_judged_continues_as_the_bracket_it_checked():
@@ -312,7 +333,8 @@ def test_a_bracket_stored_before_its_routes_were_recorded_continues():
                     n_betas=25, bases=("data",), schedule="tuned-forward", raise_repeats=1)
     old = bracket_nll(model, rows, max_betas=25, pilot_betas=1000, **settings).summary()
     assert set(old["levels"][0]["ais"]) == set(model.ais_paths)
-    for key in ("bases", "paths", "schedule", "raise_repeats", "pilot_betas"):
+    for key in ("bases", "paths", "schedule", "raise_repeats", "pilot_betas", "seed",
+                "fingerprint"):
         del old[key]
     continued = bracket_nll(model, rows, max_betas=50, resume=old, **settings)
     assert [level["n_betas"] for level in continued.levels] == [25, 50]
