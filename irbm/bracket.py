@@ -472,6 +472,9 @@ def rejudge(summary: dict) -> dict:
             level.update(log_z=log_z, optimistic=free_all + log_z)
             if "own_optimistic" in level:  # as `bracket_nll` makes it: the floor when higher
                 level["own_optimistic"] = max(level["own_optimistic"], free_all + floor)
+                best = level.get("ais", {}).get(level.get("best_path"), {})
+                if "log_z" in best:
+                    level["own_from_floor"] = bool(floor > best["log_z"])
         last_level = index == len(levels) - 1
         judge_conservative(levels[:index + 1],
                            summary.get("cross_check") if last_level else None,
@@ -575,8 +578,10 @@ def verdict(levels: list[dict], *, tolerance: float, out_of_time,
     # falls far below an earlier level's ln Z shows weights that hinge on a few lucky chains.
     behind = last["optimistic"] - last.get("own_optimistic", last["optimistic"])
     if behind > max(tolerance / 2, 3 * last.get("own_optimistic_sigma", 0.0)):
-        reasons.append(f"the last level's best AIS run gives an NLL {behind:.2f} nats below "
-                       "the pooled estimate of all runs (or the certain floor when higher; ln Z "
+        own = ("the certain floor, which the last level's best AIS run falls below, gives "
+               "an NLL" if last.get("own_from_floor") else
+               "the last level's best AIS run gives an NLL")
+        reasons.append(f"{own} {behind:.2f} nats below the pooled estimate of all runs (ln Z "
                        "that much lower): the estimates "
                        "hinge on a few chains that find mass the others miss; use more chains")
     if len(levels) < 2:

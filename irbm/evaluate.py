@@ -805,7 +805,8 @@ def _close_level(level, levels, *, this_call, floor, free_all, free_rows) -> boo
     level.update(best_path=best_path,
                  own_optimistic_sigma=level["ais"][best_path]["sigma"],
                  own_optimistic=float(free_all.mean()) + max(
-                     level["ais"][best_path]["log_z"], floor))
+                     level["ais"][best_path]["log_z"], floor),
+                 own_from_floor=bool(floor > level["ais"][best_path]["log_z"]))
     # The optimistic side pools every AIS run of every level so far (`pooled_log_z`): one
     # unbiased estimate of Z, so its log is a stochastic lower bound of ln Z. The largest of
     # many runs is not: it overshoots by ln(runs) when one lucky chain carries it.
@@ -824,8 +825,12 @@ def _level_line(level) -> str:
     bracket's so far (AIS pooled over every run of every level, the lowest RAISE not
     refuted), which the final line repeats."""
     gap = level["raise"].get(level["raise_path"], {}).get("repeat_gap")
+    # The floor stands in for the level's AIS where it is higher: said, or the line reads as
+    # AIS's number (the same digits level after level, when the floor holds them).
+    optimistic = (f"the certain floor, above AIS {level['best_path']}'s ln Z"
+                  if level.get("own_from_floor") else f"AIS {level['best_path']}")
     return (f"  {level['n_betas']} temperatures: NLL in [{level['own_optimistic']:.2f}, "
-            f"{level['own_conservative']:.2f}] (AIS {level['best_path']}, RAISE "
+            f"{level['own_conservative']:.2f}] ({optimistic}, RAISE "
             f"{level['raise_path'] or 'refuted on every route'}"
             + ("" if gap is None or gap < 0.005
                else f", its RAISE about {gap:.2f} nat loose for want of reverse chains per row")

@@ -455,6 +455,8 @@ def test_a_floor_above_the_pooled_ais_becomes_the_optimistic_side_and_is_named()
     # Each level's own optimistic side is lifted too, as `bracket_nll` makes it, so the floor
     # is not mistaken for a pool that hinges on a few chains; nor is the pool's move a trend.
     assert [level["own_optimistic"] for level in higher["levels"]] == [101.5, 101.5]
+    assert [level["own_from_floor"] for level in higher["levels"]] == [True, True]
+    assert not any(level["own_from_floor"] for level in lower["levels"])
     assert not any("best AIS run gives" in reason or "optimistic side moved" in reason
                    for reason in higher["reasons"])
     # RAISE or tempering below a floor are wrong for certain: no "AIS overshot" alternative.
@@ -505,6 +507,24 @@ def test_a_floor_above_the_pooled_ais_becomes_the_optimistic_side_and_is_named()
     assert pooled["conditional"]["within_tolerance"]
     assert not pooled["conditional"]["contradicted"]
     assert not any("tempering" in reason or "BDMC" in reason for reason in pooled["reasons"])
+
+
+def test_a_level_whose_own_side_is_the_floor_says_so():
+    """Its line and the verdict named AIS for the floor's number (a walkthrough found the same
+    digits at three levels under "AIS linear", and a gap that was the floor's)."""
+    from irbm.evaluate import _level_line
+    floored = {**level(2000, 100.0, 100.5, own=(98.0, 100.5)), "own_from_floor": True,
+               "seconds": 3.0, "raise_path": "linear", "raise": {"linear": {}}}
+    reasons = verdict([level(1000, 100.0, 100.5), floored], tolerance=1.0, out_of_time=False)
+    assert any(reason.startswith("the certain floor, which the last level's best AIS run falls "
+                                 "below, gives an NLL 2.00 nats below the pooled estimate")
+               for reason in reasons), reasons
+    assert "[98.00, 100.50] (the certain floor, above AIS linear's ln Z, RAISE linear" in \
+        _level_line(floored)
+    plain = {**floored, "own_from_floor": False}
+    assert "(AIS linear, RAISE linear" in _level_line(plain)
+    assert any(reason.startswith("the last level's best AIS run gives an NLL 2.00") for reason
+               in verdict([level(1000, 100.0, 100.5), plain], tolerance=1.0, out_of_time=False))
 
 
 def test_crossed_sides_read_as_crossing_not_as_a_negative_width():
