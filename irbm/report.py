@@ -222,9 +222,7 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
         ais += "; not used: ln Z exact (enumerated)" + (
             f", {len(others)} other evaluation(s) by AIS beside it" if others else "")
     elif others:
-        ais += "; the highest ln Z of " + str(len(others) + 1) + " evaluations (" + ", ".join(
-            f"{_number(r['log_z'])} {r.get('path', 'linear').split(':')[0]}" for r in others) \
-            + " also ran; ln Z and the NLL pool their distinct AIS runs)"
+        ais += "; " + _others_text(record, others)
     upper = record.get("raise")
     return {
         "run": str(run_dir), "dataset": dataset_name(record.get("dataset", "")),
@@ -270,6 +268,20 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
             [] if bracket is None else [f"bracket not certified: {reason}"
                                         for reason in bracket["reasons"]]),
     }
+
+
+def _others_text(record: dict, others: list[dict]) -> str:
+    """What the AIS cell says of the evaluations of the same model beside the heading one."""
+    # A bracket a later --continue extended cannot head the row even with a higher ln Z (its
+    # runs are the later one's): said, or "the highest" reads false beside it.
+    distinct = _distinct_runs([record, *others])
+    continued = [r for r in others if not any(r is kept for kept in distinct)]
+    return (f"the highest ln Z of {len(others) + 1} evaluations"
+            + (", brackets continued later aside" if continued else "") + " (also ran: "
+            + "; ".join(f"{_number(r['log_z'])} {r.get('path', 'linear').split(':')[0]}"
+                        + (", continued by a later bracket, which holds its runs"
+                           if any(r is c for c in continued) else "") for r in others)
+            + "; ln Z and the NLL pool their distinct AIS runs)")
 
 
 def _tell_data_apart(rows) -> list[dict]:

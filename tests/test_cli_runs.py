@@ -226,7 +226,8 @@ def test_reevaluating_appends_and_the_report_pools_the_evaluations_of_the_model(
         assert numbers(row["Avg. test NLL"])[0] == round(nll, 2)
         ais = row["AIS (base, chains x temperatures, ESS, path)"]
         assert ais.split(", ")[3].startswith("pinned path")
-        assert f"highest ln Z of 2 evaluations ({lowest['log_z']:.2f} linear also ran" in ais
+        assert f"highest ln Z of 2 evaluations (also ran: {lowest['log_z']:.2f} linear; ln Z " \
+            "and the NLL pool" in ais
         assert "Note" not in row
 
 
@@ -442,6 +443,12 @@ def test_a_bracket_superseded_by_its_continuation_does_not_head_the_row(monkeypa
     monkeypatch.setattr(report.runs, "staleness", lambda run_dir, r, cache: None)
     best, stale, others = report.best_evaluation("run")
     assert best is continued and stale is None
+    # Beside it, the higher ln Z that did not head the row is said to be continued (the cell
+    # read "the highest ln Z of 2 evaluations" beside a higher one).
+    assert report._others_text(best, others) == (
+        "the highest ln Z of 2 evaluations, brackets continued later aside (also ran: 99.00 "
+        "linear, continued by a later bracket, which holds its runs; ln Z and the NLL pool "
+        "their distinct AIS runs)")
 
 
 def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, tmp_path,
@@ -871,7 +878,7 @@ def test_a_run_evaluated_on_both_paths_reports_their_pooled_ln_z(tmp_path):
     assert numbers(row["ln Z-hat"]) == [round(pooled, 2)]
     assert numbers(row["Avg. test NLL"])[0] == round(
         best["nll"]["test"]["mean"] - best["log_z"] + pooled, 2)
-    assert f"({other['log_z']:.2f} {other['path'].split(':')[0]} also ran" in \
+    assert f"(also ran: {other['log_z']:.2f} {other['path'].split(':')[0]}; ln Z" in \
         row["AIS (base, chains x temperatures, ESS, path)"]
 
 
