@@ -54,8 +54,10 @@ def run_evaluate(args):
     elif source == "floor" or (log_z != record["log_z"] and log_z == record.get("log_z_floor")):
         summary = f"ln Z >= {log_z:.3f}  (the certain floor, which AIS's estimate lies below)"
     else:
-        summary = (f"ln Z = {log_z:.3f}  (ln of Z-hat -/+ 3 sigma: [{record['log_z_low']:.3f}, "
-                   f"{record['log_z_high']:.3f}])")
+        # A bracket's ln Z pools its runs; the warnings above were its highest run's alone.
+        pooled = "the bracket's AIS runs pooled: " if source == "pooled" else ""
+        summary = (f"ln Z = {log_z:.3f}  ({pooled}ln of Z-hat -/+ 3 sigma: "
+                   f"[{record['log_z_low']:.3f}, {record['log_z_high']:.3f}])")
     print(f"  {summary}  -> {run_dir / runs.EVALUATION_FILE}")
     return record
 

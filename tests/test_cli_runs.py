@@ -460,6 +460,11 @@ def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, 
     printed = capsys.readouterr().out
     record = evaluations(run_dir)[-1]
     bracket = record["bracket"]
+    # The last line's ln Z is the pool's, said so below the highest run's own warnings.
+    assert record["log_z_source"] in ("pooled", "floor")
+    if record["log_z_source"] == "pooled":
+        assert f"ln Z = {record['log_z']:.3f}  (the bracket's AIS runs pooled: ln of Z-hat " \
+            "-/+ 3 sigma" in printed
     check = bracket["cross_check"]  # the tempering cross-check, recorded and echoed
     assert check["n_sweeps"] == 40 and check["n_temperatures"] == 64
     assert f"tempering ({check['route']}): NLL {check['nll']:.2f}" in printed
