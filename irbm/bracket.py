@@ -227,9 +227,16 @@ class Bracket:
 
     def __str__(self) -> str:
         verdict = "certified" if self.certified else "NOT certified"
+        # A continued bracket's seconds count its stored levels' (a walkthrough read 87 s
+        # against a 60 s budget as the budget broken).
+        new_levels = self.levels[self.resumed_levels:] if self.resumed_levels else []
+        seconds = (f"{self.seconds:.0f} s in all, "
+                   f"{sum(level.get('seconds', 0.0) for level in new_levels):.0f} s in this "
+                   f"call's {len(new_levels)} level{'s' if len(new_levels) != 1 else ''}"
+                   if self.resumed_levels else f"{self.seconds:.0f} s")
         return (f"NLL in [{self.optimistic:.2f}, {self.conservative:.2f}] "
                 f"({width_text(self.width)}, {verdict}; {self.n_betas} temperatures, "
-                f"{self.seconds:.0f} s)")
+                f"{seconds})")
 
 
 def width_text(width: float) -> str:

@@ -615,6 +615,10 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
     paths = tuple(paths or model.ais_paths + (("trajectory",) if trajectory else ()))
     bases = tuple(bases or (("data", "model") if base_data is not None else ("model",)))
     routes = _routes(model, paths, bases, trajectory, base_data)
+    if echo is not None:  # what a level costs: every route runs AIS and RAISE
+        echo(f"  each level: AIS ({int(n_chains)} chains) and RAISE ({n_rows} rows x "
+             f"{raise_repeats} reverse chain{'s' if raise_repeats != 1 else ''}) on each of "
+             f"{len(routes)} route{'s' if len(routes) != 1 else ''} ({'; '.join(routes)})")
     order = torch.randperm(data.shape[0], generator=torch.Generator().manual_seed(seed))
     subset = data[order[:n_rows].to(data.device)]
     pilot_data = base_data if pilot_data is None else pilot_data

@@ -460,6 +460,9 @@ def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, 
     printed = capsys.readouterr().out
     record = evaluations(run_dir)[-1]
     bracket = record["bracket"]
+    routes = {route for level in bracket["levels"] for route in level["ais"]}
+    assert f"each level: AIS (10 chains) and RAISE (20 rows x {bracket['raise_repeats']} " \
+        f"reverse chains) on each of {len(routes)} routes (" in printed
     # The last line's ln Z is the pool's, said so below the highest run's own warnings.
     assert record["log_z_source"] in ("pooled", "floor")
     if record["log_z_source"] == "pooled":

@@ -238,6 +238,10 @@ def test_a_continued_bracket_is_the_one_an_uninterrupted_call_makes(monkeypatch)
         assert getattr(continued, side) == getattr(whole, side), side
     assert continued.reasons == whole.reasons
     assert continued.seconds > stored["seconds"]  # the stored levels' time is counted
+    new_seconds = sum(level["seconds"] for level in continued.levels[2:])
+    assert str(continued).endswith(f"200 temperatures, {continued.seconds:.0f} s in all, "
+                                   f"{new_seconds:.0f} s in this call's 2 levels)")
+    assert str(whole).endswith(f"200 temperatures, {whole.seconds:.0f} s)")
     # The diagnostics are of the highest run this call made (stored levels keep no weights).
     highest = max(continued.levels[2:], key=lambda level: level["own_optimistic"])
     assert continued.ais.n_betas == highest["n_betas"]
