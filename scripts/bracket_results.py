@@ -146,9 +146,33 @@ def row_of(model_dir: Path) -> dict:
                          ("optimizer", "lr", "l1", "profile", "seed")},
             "bracket": bracket, "paper": reference,
             "selection": selection.get("selection"),
-            "train_command": command_of(config, Path("runs") / model_dir.name),
+            "train_command": _train_command(command_of(config, Path("runs") / model_dir.name),
+                                            selection, model_dir.name, settings),
             "evaluate_command": evaluate_command(model_dir, record["bracket"], record,
                                                  runs.read_evaluations(model_dir))}
+
+
+def _train_command(command: str, selection: dict, name: str, settings: dict) -> str:
+    """The training command of a row; for a selected model, the run to the last candidate's
+    epoch with snapshots 1,000 epochs apart (`scripts/train_snapshots.sh`), then the selection
+    among them (`scripts/select_snapshots.sh`, among the running averages where the run kept
+    one): `irbm train` alone made a different model (a walkthrough)."""
+    if not selection:
+        return command
+    parts, kept, run = shlex.split(command)[2:], [], None  # without "irbm train"
+    while parts:
+        part = parts.pop(0)
+        if part in ("--epochs", "--out"):
+            value = parts.pop(0)
+            run = value if part == "--out" else run
+            continue
+        kept.append(part)
+    epochs = [candidate["epochs"] for candidate in selection["selection"]]
+    every = min(b - a for a, b in zip(epochs, epochs[1:])) if len(epochs) > 1 else epochs[0]
+    average = "AVERAGE=1 " if settings.get("average") else ""
+    return (f"EVERY={every} EPOCHS={max(epochs)} bash scripts/train_snapshots.sh {run} "
+            f"{shlex.join(kept)}`, then `{average}bash scripts/select_snapshots.sh {run} {name} "
+            + " ".join(map(str, epochs)))
 
 
 def _epochs(row: dict) -> str:
@@ -215,7 +239,9 @@ def markdown(rows: list[dict]) -> str:
                  "its samples of the model (`irbm.evaluate.bdmc_log_partition`), an upper "
                  "bound of the NLL as far as those samples are draws from the model. Seconds: "
                  "wall-clock of the bracket, one thread (this round: on a 2-core machine shared "
-                 "with two or three other processes). Commands:")
+                 "with two or three other processes). Commands (the evaluations append to "
+                 "the committed records under results/models/: to reproduce a row apart from "
+                 "them, copy the model's directory and give the copy):")
     lines.append("")
     for row in rows:
         lines.append(f"- `{row['train_command']}`")
