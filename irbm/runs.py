@@ -573,22 +573,30 @@ class HistoryWriter(Callback):
                       f"F(train) {metrics['train_free_energy']:9.3f}  "
                       + (f"F(valid) {valid:9.3f}  " if valid is not None else "")
                       + _duration(metrics["seconds"]))
-            if self.validation_lines and "valid_nll" in metrics:  # it ran this epoch
-                self.echo(_validation_line(metrics, trainer.history[:-1]))
+            for prefix in ("", AVERAGE_PREFIX):  # each validation that ran this epoch
+                if self.validation_lines and f"{prefix}valid_nll" in metrics:
+                    self.echo(_validation_line(metrics, trainer.history[:-1], prefix))
 
 
-def _validation_line(metrics, earlier) -> str:
+# Metrics of the averaged model's validation (`ValidateWithAIS(averaged=True)`).
+AVERAGE_PREFIX = "average_"
+
+
+def _validation_line(metrics, earlier, prefix: str = "") -> str:
     """The line `ValidateWithAIS` says about an epoch's ``metrics``, the ``earlier`` epochs'
-    metrics deciding whether it is the best so far."""
-    best = min((m["valid_nll"] for m in earlier if "valid_nll" in m), default=float("inf"))
+    metrics deciding whether it is the best so far (``prefix``: the averaged model's)."""
+    def get(name, source=metrics):
+        return source.get(prefix + name)
+    best = min((get("valid_nll", m) for m in earlier if get("valid_nll", m) is not None),
+               default=float("inf"))
     # The choice of the best model rests on this ln Z: a doubtful one is said where it is made.
-    doubt = (f"\n  unreliable: AIS effective sample size {metrics['log_z_ess']:.1f} of "
-             f"{metrics['log_z_chains']} chains, so ln Z is likely too low and this NLL too "
+    doubt = (f"\n  unreliable: AIS effective sample size {get('log_z_ess'):.1f} of "
+             f"{get('log_z_chains')} chains, so ln Z is likely too low and this NLL too "
              "good (more validation chains and temperatures: --eval-chains, --eval-betas; "
-             "Python: n_chains=, n_betas=)" if metrics.get("log_z_reliable") is False else "")
-    return (f"  AIS: ln Z = {metrics['log_z']:.3f}  valid NLL = {metrics['valid_nll']:.3f} "
-            f"+/- {metrics['valid_nll_stderr']:.3f}"
-            + ("  (best so far)" if metrics["valid_nll"] < best else "") + doubt)
+             "Python: n_chains=, n_betas=)" if get("log_z_reliable") is False else "")
+    return (f"  AIS{' (average)' if prefix else ''}: ln Z = {get('log_z'):.3f}  valid NLL = "
+            f"{get('valid_nll'):.3f} +/- {get('valid_nll_stderr'):.3f}"
+            + ("  (best so far)" if get("valid_nll") < best else "") + doubt)
 
 
 # Rows converted at once when ValidateWithAIS checks its data before the fit.
@@ -600,10 +608,14 @@ class ValidateWithAIS(Callback):
     best model's checkpoint (the paper's protocol: AIS every 1,000 epochs, keep the best).
 
     ``base_data`` (the training set; default: ``valid``) gives the AIS base rate when the
-    family's default base is the data's (any base keeps the estimate of Z unbiased)."""
+    family's default base is the data's (any base keeps the estimate of Z unbiased).
+    ``averaged``: validate the trainer's running average of the parameters instead
+    (`Trainer.averaged_model`; nothing before it has one), its metrics named "average_..."
+    in the history, into ``run_dir`` (RUN/average/, where `CheckpointEvery` writes it): the
+    paper's selection among averaged models."""
 
     def __init__(self, run_dir, valid, every: int, *, base_data=None, n_chains=100, n_betas=1000,
-                 seed=0, echo=None, warn=True):
+                 seed=0, echo=None, warn=True, averaged=False):
         if isinstance(every, bool) or int(every) != every or every < 1:
             raise ValueError(f"every must be a whole number of epochs >= 1, got {every!r} "
                              "(leave the callback out for no validation)")
@@ -614,6 +626,7 @@ class ValidateWithAIS(Callback):
         # own validation line (`HistoryWriter`) and passes warn=False.
         self.warn = warn
         self.path = self.run_dir / VALIDATION_FILE
+        self.averaged, self.prefix = bool(averaged), AVERAGE_PREFIX if averaged else ""
 
     @property
     def best(self) -> dict | None:
@@ -650,7 +663,9 @@ class ValidateWithAIS(Callback):
     def on_epoch_end(self, trainer, metrics):
         if trainer.epoch % self.every:
             return
-        model = trainer.model
+        model = trainer.averaged_model() if self.averaged else trainer.model
+        if model is None:  # no average kept (yet)
+            return
         base_data = self.valid if self.base_data is None else self.base_data
         result = estimate_log_partition(model, self.n_chains, self.n_betas, data=base_data,
                                         seed=self.seed, progress=False)
@@ -667,16 +682,20 @@ class ValidateWithAIS(Callback):
         best = min((r["valid_nll"] for r in records), default=float("inf"))
         records.append(record)
         write_json(self.path, records)
-        metrics.update({"valid_nll": mean, "valid_nll_stderr": stderr, "log_z": result.log_z})
-        metrics.update({"log_z_reliable": result.reliable,
-                        "log_z_ess": result.effective_sample_size, "log_z_chains": self.n_chains})
+        metrics.update({self.prefix + name: value for name, value in (
+            ("valid_nll", mean), ("valid_nll_stderr", stderr), ("log_z", result.log_z),
+            ("log_z_reliable", result.reliable), ("log_z_ess", result.effective_sample_size),
+            ("log_z_chains", self.n_chains))})
         if self.warn and not self.echo and not result.reliable:
-            warn_user(f"ValidateWithAIS, epoch {trainer.epoch}: AIS effective sample size "
+            warn_user(f"ValidateWithAIS{' (averaged)' if self.averaged else ''}, epoch "
+                      f"{trainer.epoch}: AIS effective sample size "
                       f"{result.effective_sample_size:.1f} of {self.n_chains} chains, so ln Z "
                       "is likely too low and this validation NLL, and the choice of the "
                       "best model, too good: raise n_chains and n_betas")
         if mean < best:
-            ckpt.save(model, self.run_dir / BEST_FILE, extra={"epoch": trainer.epoch,
-                                                               "valid_nll": mean})
+            ckpt.save(model, self.run_dir / BEST_FILE, extra={
+                "epoch": trainer.epoch, "valid_nll": mean,
+                **({"averaged": True} if self.averaged else {})})
         if self.echo:
-            self.echo(_validation_line(metrics, [{"valid_nll": best}]))
+            self.echo(_validation_line(metrics, [{self.prefix + "valid_nll": best}],
+                                       self.prefix))

@@ -272,7 +272,8 @@ class Settings:
         "data", None, minimum=0)
     # ---------------------------------------------------------------- evaluation
     eval_every: int = _setting("AIS on the validation set every N epochs, keeping the best "
-                               "model (0: never)", "evaluation", 0, minimum=0)
+                               "model (0: never); with --average, the averaged model's too, "
+                               "its best kept in RUN/average/", "evaluation", 0, minimum=0)
     eval_chains: int = _setting("AIS chains of --eval-every", "evaluation", 100, minimum=1)
     eval_betas: int = _setting("AIS temperatures of --eval-every", "evaluation", 1000,
                                minimum=2)

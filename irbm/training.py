@@ -642,7 +642,9 @@ class Trainer:
         trainer.order_generator.set_state(tensors["rng.order"])
         trainer.state = _State(metadata["epoch"], metadata["updates"], metadata["history"])
         trainer.size_history = [tuple(x) for x in metadata["size_history"]]
-        trainer.run_dirs.add(ckpt.resolve(path, ckpt.TRAINER_FILE).parent.resolve())
+        run_dir = ckpt.resolve(path, ckpt.TRAINER_FILE).parent.resolve()
+        # The run's averaged model (RUN/average/, its validation and best model) is its too.
+        trainer.run_dirs.update({run_dir, run_dir / AVERAGE_DIR})
         return trainer
 
 

@@ -345,10 +345,14 @@ def _callbacks(settings, out, train, valid, record, echo) -> list:
         from .strategies import RandomPermutation
         callbacks.insert(0, RandomPermutation(settings.regrouping))
     if settings.eval_every and valid is not None:
-        callbacks.append(runs.ValidateWithAIS(
-            out, valid, settings.eval_every, base_data=train, n_chains=settings.eval_chains,
-            n_betas=settings.eval_betas, warn=False))  # its line follows the epoch's
-        # (`HistoryWriter`), with its doubt
+        # With --average, the averaged models are validated too, and the best kept in
+        # RUN/average/ (the paper's selection, among the models this project reports).
+        for averaged in (False, True) if settings.average else (False,):
+            callbacks.append(runs.ValidateWithAIS(
+                out / AVERAGE_DIR if averaged else out, valid, settings.eval_every,
+                base_data=train, n_chains=settings.eval_chains, n_betas=settings.eval_betas,
+                warn=False, averaged=averaged))  # its line follows the epoch's
+            # (`HistoryWriter`), with its doubt
     if record is not None:
         callbacks.append(_RecordSettings(out / runs.CONFIG_FILE, record))
     # The averaged model's run directory gets the run's marker and settings, not its history:

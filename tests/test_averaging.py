@@ -2,6 +2,8 @@
 its recursion by hand, through growth and pruning (units enter at 0 and leave with their rows),
 bit-identical resume, and the averaged model written as a run directory of its own."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -10,6 +12,7 @@ from _prototypes import prototype_batches
 
 import irbm
 from irbm import checkpoint as ckpt
+from irbm import runs
 from irbm.models import take_units
 from irbm.training import AVERAGE_DIR, Callback, Trainer
 
@@ -154,3 +157,52 @@ def test_the_cli_writes_the_averaged_model_as_a_run_directory(tmp_path):
     # The records beside it make it a run that every command takes.
     assert_ok(run_cli("evaluate", average, "--latest", "--chains", 5, "--betas", 10))
     assert (average / "evaluation.json").is_file() and not (run / "evaluation.json").exists()
+
+
+def test_eval_every_with_average_selects_among_the_averaged_models_too(tmp_path):
+    """The paper's selection among the models this project reports: --eval-every validated
+    the raw parameters only, and RUN/average/ had no best model (a walkthrough)."""
+    rows = tmp_path / "rows.npy"
+    np.save(rows, (np.random.default_rng(0).random((200, 12)) < 0.3).astype(np.float32))
+    run = tmp_path / "run"
+    command = ["train", "irbm", rows, "--out", run, "--average", 8, "--l1", "0.01",
+               "--valid-size", 20, "--test-size", 20, "--eval-every", 1, "--eval-chains", 10,
+               "--eval-betas", 20]
+    trained = run_cli(*command, "--epochs", 2)
+    assert_ok(trained)
+    average = run / AVERAGE_DIR
+    records = json.loads((average / "validation.json").read_text())
+    assert [record["epoch"] for record in records] == [1, 2]
+    assert trained.out.count("AIS (average): ln Z = ") == 2, trained.out
+    history = json.loads((run / "history.json").read_text())["history"]
+    assert [row["average_valid_nll"] for row in history] == \
+        [record["valid_nll"] for record in records]
+    # The raw model's validation is unchanged beside it, and differs from the average's.
+    raw = json.loads((run / "validation.json").read_text())
+    assert [record["valid_nll"] for record in raw] == [row["valid_nll"] for row in history]
+    assert raw[-1]["valid_nll"] != records[-1]["valid_nll"]
+    best = min(records, key=lambda record: record["valid_nll"])
+    tensors, metadata = ckpt.read_checkpoint(average / runs.BEST_FILE)
+    assert metadata["epoch"] == best["epoch"] and metadata["averaged"] is True
+    if best["epoch"] == 2:  # the latest average is the model written beside it
+        latest, _ = ckpt.read_checkpoint(average / ckpt.MODEL_FILE)
+        assert all(torch.equal(tensors[name], latest[name]) for name in latest)
+    # A resumed run owns its average's records (they are its own) and goes on validating.
+    assert_ok(run_cli(*command, "--epochs", 3))
+    assert [r["epoch"] for r in json.loads((average / "validation.json").read_text())] == \
+        [1, 2, 3]
+    # Evaluation of RUN/average takes its best model by default.
+    evaluated = run_cli("evaluate", average, "--chains", 5, "--betas", 10)
+    assert_ok(evaluated)
+    assert f"{average / runs.BEST_FILE} (epoch " in evaluated.out, evaluated.out
+
+
+def test_validating_an_average_nobody_keeps_records_nothing(tmp_path):
+    """A trainer without ``average`` has no averaged model: the callback waits for one."""
+    from irbm.runs import ValidateWithAIS
+    rows = torch.cat(prototype_batches()[:2]).double()
+    trainer = _trainer("rbm", 0)
+    trainer.fit(rows, 1, callbacks=[ValidateWithAIS(tmp_path / "average", rows, 1,
+                                                    n_chains=4, n_betas=10, averaged=True)])
+    assert not (tmp_path / "average" / "validation.json").exists()
+    assert "average_valid_nll" not in trainer.history[-1]
