@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ._io import atomic_write, hold_lock
+from ._io import atomic_write, dumps_json, hold_lock, loads_json
 from .ais import tensor_digest
 from .kernels import runs_on
 
@@ -141,11 +141,11 @@ class LevelWork:
         holding only it and the settings may still be taken by another bracket."""
         path = self.directory / FLOOR_FILE
         try:
-            return float(json.loads(path.read_text())["floor"])
+            return float(loads_json(path.read_text())["floor"])
         except (OSError, ValueError, KeyError, TypeError):  # none yet, or unreadable: again
             floor = float(compute())
             with atomic_write(path, "w") as stream:
-                json.dump({"floor": floor}, stream)  # -inf is written as -Infinity
+                stream.write(dumps_json({"floor": floor}))  # -inf as "-Infinity"
             return floor
 
     def _saved(self) -> dict:

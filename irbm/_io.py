@@ -1,9 +1,12 @@
-"""Atomic file writes (everything irbm writes goes through `atomic_write`) and the lock that
-keeps a second process off a directory in use (`hold_lock`)."""
+"""Atomic file writes (everything irbm writes goes through `atomic_write`), the lock that
+keeps a second process off a directory in use (`hold_lock`), and standard JSON for records
+that hold non-finite numbers (`dumps_json`, `loads_json`)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import uuid
 from pathlib import Path
@@ -57,3 +60,40 @@ def hold_lock(path, doing: str):
         handle.flush()
     os.set_inheritable(handle.fileno(), False)
     return handle
+
+
+# Non-finite numbers (a bracket with no conservative side, a floor of -inf) as the strings of
+# the tokens Python's json writes bare: bare, they are not JSON (JavaScript's JSON.parse throws,
+# jq turns -Infinity into -1.797e308 without a word). `read_json` turns them back into floats,
+# as it reads the bare tokens of files written before.
+_NON_FINITE = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
+
+
+def _finite_or_named(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {key: _finite_or_named(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_named(item) for item in value]
+    return value
+
+
+def _numbers_back(value):
+    if isinstance(value, str):
+        return _NON_FINITE.get(value, value)
+    if isinstance(value, dict):
+        return {key: _numbers_back(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_numbers_back(item) for item in value]
+    return value
+
+
+def dumps_json(payload, indent: int = 2) -> str:
+    """Standard JSON of ``payload``, non-finite floats as "Infinity", "-Infinity", "NaN"."""
+    return json.dumps(_finite_or_named(payload), indent=indent, allow_nan=False)
+
+
+def loads_json(text: str):
+    """`dumps_json`'s payload back, with its non-finite floats (and files' bare tokens)."""
+    return _numbers_back(json.loads(text))

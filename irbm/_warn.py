@@ -14,8 +14,8 @@ import warnings
 
 # Frames that stand for the user: the command line drives the library as a script would.
 _ENTRY_POINTS = frozenset({"irbm.cli", "irbm.__main__"})
-# Decorators' frames between two of irbm's (``torch.no_grad`` on a training step) are the
-# library's too.
+# Decorators' frames around irbm's functions (``torch.no_grad`` on a training step) are the
+# library's too; one around a user's function stops the walk there, at the user's frame.
 _WRAPPERS = frozenset({"torch.utils._contextlib", "contextlib", "functools"})
 
 
@@ -24,9 +24,7 @@ def _caller_level() -> int:
     irbm (1 would name our caller itself; so does a stack of irbm's frames alone, a thread
     the library started)."""
     frame, level = sys._getframe(2), 1
-    while frame is not None and (_inside_library(frame) or (
-            _module(frame) in _WRAPPERS and frame.f_back is not None
-            and _inside_library(frame.f_back))):
+    while frame is not None and (_inside_library(frame) or _module(frame) in _WRAPPERS):
         frame, level = frame.f_back, level + 1
     return level if frame is not None else 1
 

@@ -230,7 +230,9 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
         "Run": str(run_dir), DATASET: dataset_name(record.get("dataset", "")),
         "Model": _model_name(record),
         "Size": str(record["n_hidden"]),
-        "Epoch": f"{record.get('epoch')} ({record.get('which', 'latest')})",
+        # A stale row's cells describe the model evaluated then, not the run's current one.
+        "Epoch": f"{record.get('epoch')} ({record.get('which', 'latest')}"
+                 + ("; stale, see Note" if stale else "") + ")",
         "Settings": f"{settings.optimizer} lr {settings.lr}, L1 {settings.l1}, L2 {settings.l2}"
                     # the model's own options (two trials of a beta grid read the same without)
                     + "".join(f", {name} {value}" for name, value

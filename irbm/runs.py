@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from . import checkpoint as ckpt
-from ._io import atomic_write
+from ._io import atomic_write, dumps_json, loads_json
 from ._warn import warn_user
 from .ais import estimate_log_partition
 from .datasets import LOADERS, dataset_name, load_dataset
@@ -65,9 +65,9 @@ RESULT_FILES = (ckpt.MODEL_FILE, BEST_FILE, HISTORY_FILE, VALIDATION_FILE, EVALU
 
 # ---------------------------------------------------------------------------- files
 def write_json(path, payload):
-    """Write JSON atomically (temp file then rename)."""
+    """Write JSON atomically (temp file then rename), standard JSON (`dumps_json`)."""
     with atomic_write(path, "w") as stream:
-        json.dump(payload, stream, indent=2, allow_nan=True)
+        stream.write(dumps_json(payload))
 
 
 def read_json(path, default=None):
@@ -77,7 +77,7 @@ def read_json(path, default=None):
             return default
         raise FileNotFoundError(f"missing {path}")
     try:
-        return json.loads(path.read_text())
+        return loads_json(path.read_text())
     except json.JSONDecodeError as error:
         raise ValueError(f"corrupt JSON file {path}: {error}") from None
 
@@ -554,8 +554,8 @@ class HistoryWriter(Callback):
         # otherwise never write again (a sweep then takes the trial for unfinished).
         if not trainer.history:
             return
-        wanted = json.dumps({"history": trainer.history, "size_history": trainer.size_history},
-                            indent=2, allow_nan=True)  # as `write_json` writes it
+        wanted = dumps_json({"history": trainer.history,
+                             "size_history": trainer.size_history})  # as `write_json` writes
         try:
             current = self.path.read_text()
         except OSError:

@@ -296,7 +296,7 @@ def main(argv=None) -> int:
                                       progress=False, echo=lambda line: print(line, flush=True))
     rows = [row_of(model_dir) for model_dir in args.models]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
+    args.out.with_suffix(".json").write_text(runs.dumps_json(rows, indent=1) + "\n")
     args.out.with_suffix(".md").write_text(markdown(rows))
     print(f"wrote {args.out.with_suffix('.md')} and .json")
     return 0

@@ -111,7 +111,8 @@ def test_an_interrupted_level_resumes_to_the_uninterrupted_bracket(
         resumed = bracket_nll(model, rows, base_data=train, work_dir=work, echo=echoed.append,
                               **SETTINGS)
     assert (len(pilots), len(forward), len(reverse)) == (0, forward_after, reverse_after)
-    assert f"resuming the unfinished level from {work}" in echoed[0]
+    assert echoed[0].startswith("  each level: AIS (")  # what it runs, then where it goes on
+    assert f"resuming the unfinished level from {work}" in echoed[1]
     assert _without_seconds(resumed.levels) == _without_seconds(whole.levels)
     for side in ("optimistic", "conservative", "conservative_stderr", "log_partition"):
         assert getattr(resumed, side) == getattr(whole, side), side

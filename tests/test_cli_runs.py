@@ -788,13 +788,14 @@ def test_report_refuses_results_of_an_earlier_model(run_dir, tmp_path, monkeypat
     assert_ok(run_cli("report", run_dir, "--allow-stale"))
     (row,) = parse_markdown_table((tmp_path / "report" / "report.md").read_text())
     assert row["Note"] == "stale: evaluated at epoch 1"
+    assert row["Epoch"] == "1 (latest; stale, see Note)"  # read as the run's own epoch
     assert "stale: evaluated at epoch 1" in (tmp_path / "report" / "report.html").read_text()
     # Evaluated and sampled again, they are current.
     assert_ok(run_cli("evaluate", run_dir, *EVALUATE))
     assert [record["epoch"] for record in evaluations(run_dir)] == [1, 2]
     assert_ok(run_cli("report", run_dir))
     (row,) = parse_markdown_table((tmp_path / "report" / "report.md").read_text())
-    assert "Note" not in row
+    assert "Note" not in row and row["Epoch"] == "2 (latest)"
     assert numbers(row["ln Z-hat"]) == [round(evaluations(run_dir)[-1]["log_z"], 2)]
     assert "samples.npz is stale" in run_cli("plot", run_dir).out
     assert_ok(run_cli("sample", run_dir, "--n", 4, "--steps", 5))

@@ -76,3 +76,28 @@ def test_a_moved_data_directory_is_found_through_the_usual_places(trained, tmp_p
     shutil.move(data_dir, moved)
     monkeypatch.setenv("IRBM_DATA_DIR", str(moved))
     assert_ok(run_cli("sample", run_dir, "--n", 2, "--steps", 2))
+
+
+def test_records_are_standard_json_and_keep_their_non_finite_numbers(tmp_path):
+    """Bare Infinity/NaN is Python's JSON, not JSON: JavaScript's JSON.parse threw on the
+    records, and jq read -Infinity as -1.797e308 without a word (a walkthrough)."""
+    import math
+
+    from irbm import runs
+
+    def refuse(token):
+        raise AssertionError(f"bare {token} written")
+
+    payload = {"bracket": {"conservative": math.inf, "levels": [{"log_z_floor": -math.inf}]},
+               "spread": math.nan, "name": "run", "sizes": (1, 2)}
+    path = tmp_path / "record.json"
+    runs.write_json(path, payload)
+    strict = json.loads(path.read_text(), parse_constant=refuse)
+    assert strict["bracket"]["conservative"] == "Infinity" and strict["spread"] == "NaN"
+    back = runs.read_json(path)
+    assert back["bracket"] == {"conservative": math.inf, "levels": [{"log_z_floor": -math.inf}]}
+    assert math.isnan(back["spread"]) and back["name"] == "run" and back["sizes"] == [1, 2]
+    # Records written before (bare tokens) read as they did.
+    path.write_text('{"log_z_floor": -Infinity, "x": [Infinity, NaN]}')
+    old = runs.read_json(path)
+    assert old["log_z_floor"] == -math.inf and old["x"][0] == math.inf and math.isnan(old["x"][1])

@@ -66,6 +66,12 @@ def test_the_caps_warning_names_the_line_that_called_fit():
             prototype_data(), 3)
     assert {record.filename for record in caught} == {__file__}
     assert model.n_hidden == 1
+    # Called straight, through torch.no_grad's wrapper (it named torch's _contextlib.py).
+    trainer = Trainer(model, cd_k=1, batch_size=20, lr=0.2, seed=0, progress=False)
+    with pytest.warns(UserWarning, match="would grow past max_hidden") as caught:
+        for _ in range(20):
+            trainer.update(prototype_data()[:20])
+    assert {record.filename for record in caught} == {__file__}
 
 
 class ShapeWatcher(Callback):
