@@ -12,8 +12,9 @@ from __future__ import annotations
 import sys
 import warnings
 
+_PACKAGE = __name__.split(".")[0]
 # Frames that stand for the user: the command line drives the library as a script would.
-_ENTRY_POINTS = frozenset({"irbm.cli", "irbm.__main__"})
+_ENTRY_POINTS = frozenset({f"{_PACKAGE}.cli", f"{_PACKAGE}.__main__"})
 # Decorators' frames around irbm's functions (``torch.no_grad`` on a training step) are the
 # library's too; one around a user's function stops the walk there, at the user's frame.
 _WRAPPERS = frozenset({"torch.utils._contextlib", "contextlib", "functools"})
@@ -34,7 +35,7 @@ def _module(frame) -> str:
 
 
 def _inside_library(frame) -> bool:
-    return _module(frame).split(".")[0] == "irbm" and _module(frame) not in _ENTRY_POINTS
+    return _module(frame).split(".")[0] == _PACKAGE and _module(frame) not in _ENTRY_POINTS
 
 
 def warn_user(message: str, category: type[Warning] = UserWarning) -> None:

@@ -39,8 +39,9 @@ from ._warn import warn_user
 from .ais import estimate_log_partition
 from .datasets import LOADERS, dataset_name, load_dataset
 from .evaluate import nll
+from .models import family_class
 from .settings import Settings
-from .training import Callback, refuse_other_run
+from .training import AVERAGE_DIR, Callback, refuse_other_run
 
 MARKER_FILE = "irbm-run.json"
 RUN_FORMAT, RUN_VERSION = "irbm-run", 1
@@ -61,6 +62,9 @@ _NPZ_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error)
 # Files that only a run that trained at least one epoch (or was evaluated) holds.
 RESULT_FILES = (ckpt.MODEL_FILE, BEST_FILE, HISTORY_FILE, VALIDATION_FILE, EVALUATION_FILE,
                 SAMPLES_FILE, AIS_WEIGHTS_FILE)
+# Everything a run directory holds that `irbm train` writes or later reads as the run's own:
+# found in a directory that is not a run, training there is refused, even with --force.
+RUN_FILES = (ckpt.TRAINER_FILE, CONFIG_FILE, *RESULT_FILES, AVERAGE_DIR)
 
 
 # ---------------------------------------------------------------------------- files
@@ -312,8 +316,36 @@ def run_model(directory, *, which="best", device=None):
                          "training finished (it was stopped or diverged in the first); run "
                          "`irbm train` on it again (a smaller --lr if it diverged)")
     tensors, metadata = ckpt.read_checkpoint(path)
+    check_recorded_model(directory, metadata.get("model"), path.name)
     model = ckpt.model_from_tensors(tensors, metadata, device=device)
     return model, ModelSource(path.name, metadata.get("epoch"), model_digest(model))
+
+
+def check_recorded_model(directory, model_config, file_name: str):
+    """ValueError, before any work, when the model in ``directory / file_name`` (its recorded
+    constructor arguments ``model_config``) is not the one the run's config.json describes:
+    another family, another number of visible units, or (families of a fixed size) of hidden
+    units. Files of two runs mixed by hand were evaluated, sampled and trained on as the run's."""
+    directory = Path(directory)
+    if not is_run(directory) or not isinstance(model_config, dict):
+        return  # a directory of model files alone; an unreadable config: its reader says so
+    record = read_json(directory / CONFIG_FILE)
+    settings = record.get("settings") or {}
+    recorded = {"family": settings.get("family"),
+                "n_visible": (record.get("dataset") or {}).get("n_visible")}
+    try:
+        if not family_class(settings.get("family")).resizable:
+            recorded["n_hidden"] = settings.get("n_hidden")
+    except (KeyError, ValueError):  # a family this process has not registered
+        pass
+    differs = [f"{name} {model_config.get(name)!r} where it records {value!r}"
+               for name, value in recorded.items()
+               if value is not None and model_config.get(name) != value]
+    if differs:
+        raise ValueError(f"{directory / file_name} is not the model {directory / CONFIG_FILE} "
+                         f"describes ({'; '.join(differs)}): the files are of different runs; "
+                         f"put the run's own {file_name} back, or use the model's own run "
+                         "directory")
 
 
 def load_run_model(directory, *, which="best", device=None):

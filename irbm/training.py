@@ -661,6 +661,13 @@ class CheckpointEvery(Callback):
 
     def check_fit(self, trainer):
         refuse_other_run(self.run_dir, trainer, (ckpt.TRAINER_FILE, ckpt.MODEL_FILE))
+        average = self.run_dir / AVERAGE_DIR
+        if trainer.config.average and (average / ckpt.TRAINER_FILE).exists():
+            # Where the averaged model goes is another run's (trained into RUN/average before
+            # that was refused): its files would be mixed with the average's.
+            raise ValueError(f"{average} holds a run of its own ({ckpt.TRAINER_FILE}), where "
+                             "this run writes its running average: move that run elsewhere "
+                             "first")
 
     def on_epoch_end(self, trainer, metrics):
         if trainer.epoch % self.every == 0:

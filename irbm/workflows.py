@@ -142,16 +142,21 @@ def _check_output(out: Path, force: bool) -> bool:
     """Whether training into ``out`` resumes a run; refuse what must not be touched."""
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a run directory")
+    if out.name == AVERAGE_DIR and runs.is_run(out.parent):
+        # The run writes its running average there whenever it trains with --average: a run of
+        # its own inside was later overwritten by it, its files mixed with another's.
+        raise ValueError(f"{out} is where the run {out.parent} writes its running average "
+                         f"(--average), not a run to train: train the run itself (--out "
+                         f"{out.parent}), or give another --out")
     if not out.exists():
         return False
     if not runs.is_run(out):
-        written = [name for name in (ckpt.TRAINER_FILE, ckpt.MODEL_FILE, runs.BEST_FILE,
-                                     runs.VALIDATION_FILE) if (out / name).exists()]
-        if written:  # even with --force: training would overwrite that run's models
+        written = [name for name in runs.RUN_FILES if (out / name).exists()]
+        if written:  # even with --force: training would overwrite them, or take them for its own
             raise ValueError(f"{out} holds {', '.join(written)} but no {runs.MARKER_FILE} (a "
-                             "run written from Python, or one whose marker was lost), which "
-                             "training here would overwrite: choose a new --out, or move "
-                             "those files first")
+                             "run written from Python, one whose marker was lost, or files "
+                             "of your own), which training here would overwrite or take for "
+                             "its own: choose a new --out, or move those files first")
         if any(out.iterdir()) and not force:
             raise ValueError(f"{out} is not empty and not an irbm run directory (no "
                              f"{runs.MARKER_FILE}); refusing to write into it: choose a new "
@@ -160,10 +165,6 @@ def _check_output(out: Path, force: bool) -> bool:
     if (out / ckpt.TRAINER_FILE).exists():
         return True
     results = [name for name in runs.RESULT_FILES if (out / name).exists()]
-    if out.name == AVERAGE_DIR and runs.is_run(out.parent) and (
-            runs.read_settings(out.parent).average):  # written by --average, no run to train
-        raise ValueError(f"{out} is the running average of the run {out.parent}, written as "
-                         f"it trains: train the run itself (--out {out.parent})")
     if results:
         raise ValueError(f"{out} holds {', '.join(results)} but no {ckpt.TRAINER_FILE}: the run "
                          "cannot be resumed and is not restarted over its results (restore "
@@ -215,6 +216,12 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
     check_device(device)
     out = Path(out)
     resuming = _check_output(out, force)
+    if resuming:  # before the settings: a checkpoint of another run would be blamed on them
+        try:
+            metadata = ckpt.read_checkpoint(out / ckpt.TRAINER_FILE)[1]
+        except ckpt.CheckpointError:
+            metadata = {}  # unreadable: Trainer.from_checkpoint says why, below
+        runs.check_recorded_model(out, metadata.get("model"), ckpt.TRAINER_FILE)
     settings = replace(settings, dataset=dataset_key(settings.dataset)).resolved()
     forced = _check_resumed_settings(out, settings, force) if resuming else {}
     # A resumed run reads the data it was trained on: from where it came, checked by sha256.

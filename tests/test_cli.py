@@ -666,8 +666,26 @@ def test_training_into_a_runs_average_names_the_run_to_train(tmp_path):
     before = snapshot(tmp_path)
     assert_clean_error(run_cli("train", "irbm", "digits", "--out", run_dir / "average",
                                *TINY_TRAIN, "--epochs", 2),
-                       f"{run_dir / 'average'} is the running average of the run {run_dir}",
-                       f"train the run itself (--out {run_dir})")
+                       f"{run_dir / 'average'} is where the run {run_dir} writes its running "
+                       f"average (--average), not a run to train: train the run itself (--out "
+                       f"{run_dir})")
+    assert snapshot(tmp_path) == before
+    # So is a new run there, beside a run trained without --average (resumed with it later,
+    # the run overwrote the average's files and left the other run's beside them).
+    plain = tmp_path / "plain"
+    assert_ok(run_cli("train", "rbm", "digits", "--out", plain, *TINY_TRAIN, "--epochs", 1))
+    before = snapshot(tmp_path)
+    assert_clean_error(run_cli("train", "rbm", "digits", "--out", plain / "average",
+                               *TINY_TRAIN, "--epochs", 1),
+                       f"{plain / 'average'} is where the run {plain} writes its running average")
+    assert snapshot(tmp_path) == before
+    # One made before this refusal is not written over by the run's average.
+    shutil.copytree(plain, plain / "average")
+    before = snapshot(tmp_path)
+    assert_clean_error(run_cli("train", "rbm", "digits", "--out", plain, *TINY_TRAIN,
+                               "--epochs", 2, "--average", 5, "--force"),
+                       f"{plain / 'average'} holds a run of its own (checkpoint.safetensors), "
+                       "where this run writes its running average: move that run elsewhere")
     assert snapshot(tmp_path) == before
 
 

@@ -203,8 +203,9 @@ def test_a_checkpoint_directory_written_from_python_says_how_to_use_it(tmp_path)
         assert_clean_error(run_cli("train", "orbm", "digits", "--out", tmp_path / "ck",
                                    "--n-hidden", 7, "--epochs", 1, *force),
                            "holds checkpoint.safetensors, model.safetensors but no "
-                           "irbm-run.json (a run written from Python, or one whose marker was "
-                           "lost), which training here would overwrite: choose a new --out")
+                           "irbm-run.json (a run written from Python, one whose marker was "
+                           "lost, or files of your own), which training here would overwrite "
+                           "or take for its own: choose a new --out")
     assert snapshot(tmp_path / "ck") == before
     estimate = irbm.evaluate.ais_nll(irbm.load(str(tmp_path / "ck")),
                                      torch.as_tensor(data.test[:20]), n_chains=10, n_betas=20)

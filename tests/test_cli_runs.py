@@ -30,7 +30,7 @@ from _cli_helpers import (
     snapshot,
 )
 
-from irbm.runs import load_run_dataset, load_run_model
+from irbm.runs import load_run_dataset, load_run_model, read_json
 
 TINY = ["--n-hidden", 8, "--epochs", 1, "--cd-k", 1, "--quiet", "--train-size", 200,
         "--valid-size", 50, "--test-size", 50]
@@ -59,7 +59,8 @@ def run_dir(evaluated_run, tmp_path) -> Path:
 
 
 def evaluations(run_dir) -> list[dict]:
-    return json.loads((Path(run_dir) / "evaluation.json").read_text())["evaluations"]
+    """The run's evaluation records, as the library reads them (non-finite numbers back)."""
+    return read_json(Path(run_dir) / "evaluation.json")["evaluations"]
 
 
 def refused(where, *args_and_fragments) -> str:
@@ -81,6 +82,40 @@ def test_train_refuses_a_non_empty_directory_that_is_not_a_run(tmp_path):
     # --force writes a run into it, leaving the other file alone.
     assert_ok(run_cli("train", "rbm", "digits", "--out", out, *TINY, "--force"))
     assert (out / "irbm-run.json").is_file() and (out / "notes.txt").read_text() == "my notes"
+
+
+def test_force_into_a_directory_never_takes_or_overwrites_files_a_run_would_write(tmp_path):
+    """--force let training into a directory of one's own files; it overwrote a config.json,
+    history.json and average/ of the user's, and left an evaluation.json beside the new
+    model to be read as its (a review)."""
+    out = tmp_path / "mine"
+    out.mkdir()
+    for name in ("config.json", "history.json", "evaluation.json"):
+        (out / name).write_text("{}")
+    refused(tmp_path, ["train", "rbm", "digits", "--out", out, *TINY, "--force"],
+            ["holds config.json, history.json, evaluation.json but no irbm-run.json",
+             "files of your own", "move those files first"])
+
+
+def test_a_model_file_of_another_run_is_refused_by_name(run_dir, tmp_path):
+    """An oRBM's model and checkpoint copied into an RBM run were evaluated, sampled and
+    trained on as the run's (the checkpoint's refusal blamed an option never given)."""
+    other = tmp_path / "other"
+    assert_ok(run_cli("train", "orbm", "digits", "--out", other, *TINY))
+    shutil.copy(other / "model.safetensors", run_dir / "model.safetensors")
+    mixed = (f"{run_dir / 'model.safetensors'} is not the model {run_dir / 'config.json'} "
+             "describes (family 'orbm' where it records 'rbm')")
+    for command in (["evaluate", run_dir, *EVALUATE], ["sample", run_dir, "--n", 4]):
+        refused(run_dir, [*command], [mixed, "the files are of different runs"])
+    shutil.copy(other / "checkpoint.safetensors", run_dir / "checkpoint.safetensors")
+    refused(run_dir, ["train", "rbm", "digits", "--out", run_dir, *TINY, "--epochs", 2,
+                      "--average", 5, "--force"],
+            [f"{run_dir / 'checkpoint.safetensors'} is not the model", "family 'orbm'"])
+    # Another number of visible units, with the family right, is named too.
+    record = json.loads((run_dir / "config.json").read_text())
+    record["settings"]["family"], record["dataset"]["n_visible"] = "orbm", 63
+    (run_dir / "config.json").write_text(json.dumps(record))
+    refused(run_dir, ["evaluate", run_dir, *EVALUATE], ["n_visible 64 where it records 63"])
 
 
 def test_train_into_an_empty_directory_is_allowed(tmp_path):
