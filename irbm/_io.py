@@ -8,7 +8,10 @@ import contextlib
 import json
 import math
 import os
+import re
+import time
 import uuid
+from glob import escape as glob_escape
 from pathlib import Path
 
 try:  # POSIX; elsewhere two processes must not share a directory (not enforced)
@@ -22,11 +25,12 @@ def atomic_write(path, mode: str = "wb"):
     """Open a temporary file beside ``path``, yield it, then fsync and rename it onto ``path``.
 
     A crash or an exception leaves ``path`` as it was (old content or absent) and no temporary
-    file behind. The temporary file is created with ``open`` rather than ``tempfile`` so the
-    result gets the usual umask permissions, not 0600.
+    file behind; a process killed outright (SIGKILL) leaves its temporary file, which the next
+    write of ``path`` removes (`_remove_orphans`). The temporary file is created with ``open``
+    rather than ``tempfile`` so the result gets the usual umask permissions, not 0600.
     """
     path = Path(path)
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
+    temporary = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp")
     try:
         with open(temporary, mode.replace("w", "x")) as stream:
             yield stream
@@ -36,6 +40,43 @@ def atomic_write(path, mode: str = "wb"):
     finally:
         if temporary.exists():
             temporary.unlink()
+    _remove_orphans(path)
+
+
+# An unnamed writer's temporary file (written before names carried the process id) this old
+# is no write in progress: a checkpoint takes seconds.
+_ORPHAN_SECONDS = 3600
+# What follows ".NAME." in a temporary file's name: "PID-" (none before) and 12 hex digits.
+_TEMPORARY = re.compile(r"(?:(?P<pid>\d+)-)?[0-9a-f]{12}\.tmp")
+
+
+def _remove_orphans(path: Path):
+    """Delete the temporary files of ``path`` that writers killed outright left (each the size
+    of the file: a checkpoint of a large model is megabytes): those of processes no longer
+    running, and unnamed ones older than an hour."""
+    for orphan in path.parent.glob(f".{glob_escape(path.name)}.*.tmp"):
+        name = _TEMPORARY.fullmatch(orphan.name[len(path.name) + 2:])
+        if name is None:  # another file's (a name that ends like ours), or not ours
+            continue
+        try:
+            if name["pid"] is not None:
+                if int(name["pid"]) == os.getpid() or _running(int(name["pid"])):
+                    continue
+            elif time.time() - orphan.stat().st_mtime < _ORPHAN_SECONDS:
+                continue
+            orphan.unlink()
+        except OSError:  # gone meanwhile, or not ours to delete: left as it is
+            continue
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def hold_lock(path, doing: str):

@@ -1,0 +1,58 @@
+"""`irbm._io`: atomic writes leave no temporary file behind, even after a writer killed
+outright (a review found a 3 MB checkpoint's temporary file left by kill -9 for good)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from irbm._io import atomic_write
+
+
+def _dead_pid() -> int:
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True)
+    return int(finished.stdout)
+
+
+def test_a_writer_killed_outright_leaves_a_temporary_file_the_next_write_removes(tmp_path):
+    path = tmp_path / "checkpoint.safetensors"
+    script = ("import sys, time\nfrom irbm._io import atomic_write\n"
+              "with atomic_write(sys.argv[1]) as stream:\n"
+              "    stream.write(b'half'); stream.flush(); print('writing', flush=True)\n"
+              "    time.sleep(60)\n")
+    writer = subprocess.Popen([sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE,
+                              text=True)
+    assert writer.stdout.readline().strip() == "writing"
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.wait()
+    left = list(tmp_path.glob(".checkpoint.safetensors.*.tmp"))
+    assert len(left) == 1 and not path.exists()  # the file itself was never half-written
+    with atomic_write(path) as stream:
+        stream.write(b"whole")
+    assert path.read_bytes() == b"whole" and not left[0].exists()
+
+
+def test_only_orphans_of_the_same_file_are_removed(tmp_path):
+    path = tmp_path / "model"
+    hours_ago = time.time() - 7200
+
+    def temporary(name, age=None):
+        file = tmp_path / name
+        file.write_bytes(b"x")
+        if age is not None:
+            os.utime(file, (age, age))
+        return file
+
+    dead = temporary(f".model.{_dead_pid()}-0123456789ab.tmp")
+    running = temporary(f".model.{os.getpid()}-0123456789ab.tmp")  # a write under way here
+    old_unnamed = temporary(".model.0123456789ab.tmp", hours_ago)  # from before pids
+    fresh_unnamed = temporary(".model.abcdefabcdef.tmp")  # may be a write under way
+    other_file = temporary(f".model.b.{_dead_pid()}-0123456789ab.tmp", hours_ago)  # model.b's
+    with atomic_write(path) as stream:
+        stream.write(b"y")
+    assert not dead.exists() and not old_unnamed.exists()
+    assert running.exists() and fresh_unnamed.exists() and other_file.exists()
