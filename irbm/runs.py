@@ -382,9 +382,49 @@ def staleness(directory, record: dict, cache: dict | None = None,
 
 # ---------------------------------------------------------------------------- evaluations
 def read_evaluations(run_dir) -> list[dict]:
-    """Every evaluation of the run, oldest first (an older irbm wrote a single record)."""
-    payload = read_json(Path(run_dir) / EVALUATION_FILE, default={"evaluations": []})
-    return payload["evaluations"] if "evaluations" in payload else [payload]
+    """Every evaluation of the run, oldest first (an older irbm wrote a single record);
+    ValueError naming the file and the record when one is not of the form irbm writes (a
+    hand-edited file made `irbm report` fail with a traceback, or print a word as a number)."""
+    path = Path(run_dir) / EVALUATION_FILE
+    payload = read_json(path, default={"evaluations": []})
+    records = payload.get("evaluations", [payload]) if isinstance(payload, dict) else payload
+    problem = "not a list of records" if not isinstance(records, list) else None
+    for index, record in enumerate(records if problem is None else []):
+        problem = _record_problem(record)
+        if problem is not None:
+            problem = f"evaluation {index + 1} {problem}"
+            break
+    if problem is not None:
+        raise ValueError(f"{path}: {problem}, not what irbm writes: correct it, or delete the "
+                         "file and run `irbm evaluate` again")
+    return records
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _record_problem(record) -> str | None:
+    """What in one evaluation record is not of the form irbm writes (None: nothing found)."""
+    if not isinstance(record, dict):
+        return "is not a record (a JSON object)"
+    if not _is_number(record.get("log_z")):
+        return f"has log_z {record.get('log_z')!r}, not a number"
+    nll_record = record.get("nll")
+    if not isinstance(nll_record, dict) or not all(
+            isinstance(split, dict) and _is_number(split.get("mean"))
+            and _is_number(split.get("stderr")) for split in nll_record.values()):
+        return "has an nll that is not {split: {mean, stderr}} of numbers"
+    for key in ("epoch", "n_hidden"):
+        if record.get(key) is not None and (not isinstance(record[key], int)
+                                            or isinstance(record[key], bool)):
+            return f"has {key} {record[key]!r}, not a whole number"
+    bracket = record.get("bracket")
+    if bracket is not None and not (
+            isinstance(bracket, dict) and isinstance(bracket.get("levels"), list)
+            and all(_is_number(bracket.get(side)) for side in ("optimistic", "conservative"))):
+        return "has a bracket without numeric sides and a list of levels"
+    return None
 
 
 def append_evaluation(run_dir, record: dict):

@@ -813,6 +813,26 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
     assert "bracketing" not in refusal.out
 
 
+@pytest.mark.parametrize("edit, problem", [
+    (lambda record: record.update(nll="x"), "evaluation 1 has an nll that is not"),
+    (lambda record: record.update(nll={"test": "x"}), "evaluation 1 has an nll that is not"),
+    (lambda record: record.update(bracket=5), "evaluation 1 has a bracket without numeric"),
+    (lambda record: record.update(epoch="five"), "evaluation 1 has epoch 'five', not a whole"),
+    (lambda record: record.update(log_z="abc"), "evaluation 1 has log_z 'abc', not a number"),
+    (lambda record: record.clear(), "evaluation 1 has log_z None, not a number")])
+def test_a_hand_edited_evaluation_record_is_named_not_a_traceback(run_dir, tmp_path, edit,
+                                                                   problem):
+    """`irbm report` failed with AttributeError or TypeError on them, or printed the word in
+    the table (a review)."""
+    payload = json.loads((run_dir / "evaluation.json").read_text())
+    edit(payload["evaluations"][0])
+    (run_dir / "evaluation.json").write_text(json.dumps(payload))
+    for command in (["report", run_dir, "--out", tmp_path / "report"],
+                    ["report", run_dir, "--out", tmp_path / "report", "--allow-stale"]):
+        refused(run_dir, command, [f"{run_dir / 'evaluation.json'}: {problem}",
+                                   "correct it, or delete the file and run `irbm evaluate`"])
+
+
 def test_report_refuses_results_of_an_earlier_model(run_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert_ok(run_cli("train", "rbm", "digits", "--out", run_dir, *TINY, "--epochs", 2))
