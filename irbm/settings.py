@@ -474,6 +474,15 @@ def check_model_size(n_hidden: int, n_visible: int, dtype: str = "float32", devi
                          f"of {where}: lower --n-hidden")
 
 
+def check_memory(needed: float, device, what: str, fix: str):
+    """ValueError when ``needed`` bytes (for ``what``) exceed the memory of ``device``, before
+    anything is allocated: torch's allocator fails with a traceback, and after work."""
+    available, where = _memory(device)
+    if needed > available:
+        raise ValueError(f"{what} need {needed / 2**30:,.1f} GiB, more than the "
+                         f"{available / 2**30:,.1f} GiB of {where}: {fix}")
+
+
 def _memory(device) -> tuple[float, str]:
     device = torch.device(device or "cpu")
     if device.type == "cuda":

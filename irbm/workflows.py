@@ -49,6 +49,7 @@ from .sampling import sample
 from .settings import (
     SPECS,
     Settings,
+    check_memory,
     check_model_size,
     check_setting,
     refuse_foreign_options,
@@ -876,9 +877,15 @@ def sample_run(run_dir, *, n_samples=16, n_steps=10000, init="random", z_max_ini
     check_device(device)
     run_dir = runs.require_run(run_dir, command="irbm sample")
     dataset = runs.load_run_dataset(run_dir, data_dir)
-    figures = runs.check_writable(run_dir / "figures")
+    runs.check_writable(run_dir)  # figures/ is made when there is a figure to put in it
     model, source = runs.run_model(run_dir, which=which, device=device)
     # Before the banner, in the command line's words (`sample` names Python's).
+    if n_samples is not None:
+        # The chains' visible and hidden states with their inputs, and the saved copies.
+        check_memory(int(n_samples) * (4 * model.n_visible + 2 * model.n_hidden)
+                     * model.dtype.itemsize, model.device,
+                     f"{n_samples:,} chains of {model.n_visible} visible and {model.n_hidden} "
+                     "hidden units", "lower --n (Python: n_samples=)")
     if z_max_init and not model.has_z:
         raise ValueError(f"--z-max-init (Python: z_max_init=True) starts z at its largest "
                          f"value, and {run_dir}'s {model.display_name} has no z: leave it out")
@@ -904,6 +911,7 @@ def sample_run(run_dir, *, n_samples=16, n_steps=10000, init="random", z_max_ini
         "probabilities": probabilities, "model_file": np.array(source.file),
         "epoch": np.array(-1 if source.epoch is None else source.epoch),
         "model_sha256": np.array(source.sha256)})
+    figures = runs.check_writable(run_dir / "figures")
     plot_samples(probabilities, dataset.image_shape, figures / "samples.png",
                  order=dataset.pixel_order,
                  title=f"{model.display_name}: {n_steps} Gibbs steps from {init}")
