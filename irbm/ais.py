@@ -485,8 +485,9 @@ def load_batches(path, config: str, names: tuple[str, ...]):
         was, now = json.loads(config_saved), json.loads(config)
         differing = sorted(key for key in {*was, *now} if was.get(key) != now.get(key))
         raise ValueError(f"the checkpoint {path} was written with another configuration (it "
-                         f"differs in {', '.join(differing)}): delete it (irbm evaluate's is "
-                         "RUN/ais_partial.npz), or give checkpoint_path= another file")
+                         f"differs in {', '.join(differing)}): rerun the command that wrote "
+                         "it with its options to go on, or delete it to start afresh (Python: "
+                         "or give checkpoint_path= another file)")
     bounds = np.cumsum([0] + sizes)
     return ({name: [torch.from_numpy(array[i:j]) for i, j in zip(bounds[:-1], bounds[1:])]
              for name, array in arrays.items()}, seconds)

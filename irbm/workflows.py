@@ -316,6 +316,10 @@ def _check_resumed_settings(out: Path, settings: Settings, force: bool) -> dict:
     recorded = runs.read_settings(out).record()
     _refuse_fixed_changes(out, recorded, settings.record())
     trained_on = recorded.get("dataset")
+    if not _is_named_dataset(settings.dataset) and not Path(settings.dataset).exists():
+        # Said as it is: a missing file read as a change of data, which --force would not mend.
+        raise ValueError(f"{settings.dataset}: no such data file (the run {out} was trained "
+                         f"on {trained_on}): give the path of its data file")
     if trained_on is not None and dataset_name(trained_on) != dataset_name(settings.dataset) and (
             _is_named_dataset(trained_on) or _is_named_dataset(settings.dataset)):
         raise ValueError(f"{out} was trained on {trained_on}; a run cannot change its data "
@@ -957,6 +961,10 @@ def report_runs(run_dirs, out_dir=None, *, allow_stale=False) -> tuple[Path, Pat
     # A report's own directory, such as demo-output/report under demo-output/*/, is no run.
     runs_ = [run for run in expand_sweeps(run_dirs)
              if not (Path(run) / REPORT_MARKER).is_file()]
+    # A run named twice (by two paths, or a trial of a sweep also named) is one row.
+    seen = set()
+    runs_ = [run for run in runs_
+             if not (Path(run).resolve() in seen or seen.add(Path(run).resolve()))]
     if not runs_:
         raise ValueError(f"nothing to report: no trial of {', '.join(map(str, run_dirs))} has "
                          "an evaluation of its current model (irbm sweep evaluates each "

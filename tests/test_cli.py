@@ -711,6 +711,13 @@ def test_user_file_run_works_from_another_directory(tmp_path, monkeypatch):
     assert record["dataset"] == "rows" and record["nll"]["test"]["n"] == 12
     assert_ok(run_cli("train", "rbm", "data/rows.npy", "--out", "run", "--epochs", 2,
                       "--quiet"))  # the same file by another relative path: a resume
+    # Gone, it is said gone (it read as a change of data that --force would override).
+    (tmp_path / "data" / "rows.npy").unlink()
+    before = snapshot(tmp_path)
+    assert_clean_error(run_cli("train", "rbm", "data/rows.npy", "--out", "run", "--epochs", 3),
+                       "data/rows.npy: no such data file (the run run was trained on "
+                       f"{tmp_path / 'data' / 'rows.npy'}): give the path of its data file")
+    assert snapshot(tmp_path) == before
 
 
 # ---------------------------------------------------------------------------- errors

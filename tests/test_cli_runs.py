@@ -833,6 +833,13 @@ def test_a_hand_edited_evaluation_record_is_named_not_a_traceback(run_dir, tmp_p
                                    "correct it, or delete the file and run `irbm evaluate`"])
 
 
+def test_a_run_named_twice_is_one_row(run_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(run_dir.parent)
+    assert_ok(run_cli("report", run_dir, f"./{run_dir.name}", run_dir, "--out",
+                      tmp_path / "report"))
+    assert len(parse_markdown_table((tmp_path / "report" / "report.md").read_text())) == 1
+
+
 def test_report_refuses_results_of_an_earlier_model(run_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert_ok(run_cli("train", "rbm", "digits", "--out", run_dir, *TINY, "--epochs", 2))
