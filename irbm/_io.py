@@ -5,10 +5,12 @@ that hold non-finite numbers (`dumps_json`, `loads_json`)."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
 import re
+import socket
 import time
 import uuid
 from glob import escape as glob_escape
@@ -30,7 +32,7 @@ def atomic_write(path, mode: str = "wb"):
     rather than ``tempfile`` so the result gets the usual umask permissions, not 0600.
     """
     path = Path(path)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp")
+    temporary = path.with_name(f".{path.name}.{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp")
     try:
         with open(temporary, mode.replace("w", "x")) as stream:
             yield stream
@@ -46,24 +48,28 @@ def atomic_write(path, mode: str = "wb"):
 # An unnamed writer's temporary file (written before names carried the process id) this old
 # is no write in progress: a checkpoint takes seconds.
 _ORPHAN_SECONDS = 3600
-# What follows ".NAME." in a temporary file's name: "PID-" (none before) and 12 hex digits.
-_TEMPORARY = re.compile(r"(?:(?P<pid>\d+)-)?[0-9a-f]{12}\.tmp")
+# What follows ".NAME." in a temporary file's name: "HOST-PID-" (none before) and 12 hex
+# digits; HOST a digest of the machine's name, since process ids are one machine's (a run
+# directory on a file system that Dask workers of several machines share).
+_TEMPORARY = re.compile(r"(?:(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-)?[0-9a-f]{12}\.tmp")
+_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
 
 
 def _remove_orphans(path: Path):
     """Delete the temporary files of ``path`` that writers killed outright left (each the size
-    of the file: a checkpoint of a large model is megabytes): those of processes no longer
-    running, and unnamed ones older than an hour."""
+    of the file: a checkpoint of a large model is megabytes): those of this machine's
+    processes no longer running, and others (another machine's, or unnamed) older than an
+    hour."""
     for orphan in path.parent.glob(f".{glob_escape(path.name)}.*.tmp"):
         name = _TEMPORARY.fullmatch(orphan.name[len(path.name) + 2:])
         if name is None:  # another file's (a name that ends like ours), or not ours
             continue
         try:
-            if name["pid"] is not None:
+            if name["host"] == _HOST:
                 if int(name["pid"]) == os.getpid() or _running(int(name["pid"])):
                     continue
             elif time.time() - orphan.stat().st_mtime < _ORPHAN_SECONDS:
-                continue
+                continue  # another machine's, or unnamed: no process to ask, only its age
             orphan.unlink()
         except OSError:  # gone meanwhile, or not ours to delete: left as it is
             continue

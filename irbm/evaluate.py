@@ -455,8 +455,17 @@ def describe_bdmc(check: dict) -> str:
 REVERSE_PILOT_ROWS = 32  # reverse chains of the pilot that tunes RAISE's schedule
 
 
-@chooses_threads(lambda a: min(int(a["n_chains"]), CPU_CHAIN_BATCH))
-def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
+class _Default(float):
+    """A default that tells itself from the same number given (``x is DEFAULT_TOLERANCE``)."""
+
+
+# bracket_nll's tolerance when none is given: 1 nat, or the bracket's it continues.
+DEFAULT_TOLERANCE = _Default(1.0)
+
+
+# n_chains None: the default, or a resumed bracket's (its batches are CPU_CHAIN_BATCH at most).
+@chooses_threads(lambda a: min(int(a["n_chains"] or BRACKET_CHAINS), CPU_CHAIN_BATCH))
+def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = DEFAULT_TOLERANCE,
                 max_seconds=None, seed=None, n_chains: int | None = None,
                 n_betas: int = 1000, paths=None, bases=None, trajectory=None,
                 schedule: str | None = None, pilot_data=None, resume=None,
@@ -495,7 +504,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         RAISE route stores the gap left (`repeat_gap`), which a too-wide verdict names.
         Default `irbm.bracket.RAISE_REPEATS`, as `irbm evaluate --bracket`.
         Continuing (``resume``), each setting left None (``rows``, ``raise_repeats``,
-        ``seed``, ``n_chains``, ``paths``, ``bases``, ``schedule``) is the stored bracket's.
+        ``seed``, ``n_chains``, ``paths``, ``bases``, ``schedule``), and ``tolerance`` left
+        out, is the stored bracket's.
     tolerance : float
         Largest certified width, nats.
     max_seconds : float, optional
@@ -541,7 +551,7 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
         another model (its parameters' digest differs: another model, or this one trained
         further), of other rows or base data, is refused before any work; so is one stored
         before brackets recorded their seed without ``seed`` (the evaluation record holds
-        it). Level k's seed depends on k alone, and the
+        it: `irbm evaluate --continue` passes it). Level k's seed depends on k alone, and the
         row subset and pilots on ``seed``, so on the same device the continued bracket is the
         one an uninterrupted call would have made; elsewhere its new levels are independent
         draws of the same estimators. A bracket a tempering check re-judged goes on as the
@@ -591,6 +601,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = 1.0,
             stored[name] if given is None else given for name, given in (
                 ("n_chains", n_chains), ("rows", rows), ("raise_repeats", raise_repeats),
                 ("seed", seed), ("paths", paths), ("bases", bases), ("schedule", schedule)))
+        if tolerance is DEFAULT_TOLERANCE:  # left out, not 1.0 given
+            tolerance = resume["tolerance"]
     n_chains = BRACKET_CHAINS if n_chains is None else n_chains
     raise_repeats = RAISE_REPEATS if raise_repeats is None else raise_repeats
     schedule = "tuned" if schedule is None else schedule
@@ -975,6 +987,11 @@ def _refuse_another_bracket(stored: dict, fingerprint: dict, seed):
     if seed is not None and stored.get("seed") is not None and int(seed) != stored["seed"]:
         raise ValueError(f"resume: the stored bracket ran with seed {stored['seed']}, this call "
                          f"with {seed}: leave seed None to continue with the stored one")
+    if seed is None and stored.get("seed") is None:
+        # Its row subset and levels depend on it; 0 would pool other rows' levels with its.
+        raise ValueError("resume: the stored bracket was made before brackets recorded their "
+                         "seed: pass seed= (the evaluation record's \"seed\"; irbm evaluate "
+                         "--continue passes it)")
 
 
 def _resumable(stored: dict, *, n_chains, n_rows, raise_repeats, bases, paths, schedule,

@@ -274,15 +274,16 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
 
 def _others_text(record: dict, others: list[dict]) -> str:
     """What the AIS cell says of the evaluations of the same model beside the heading one."""
-    # A bracket a later --continue extended cannot head the row even with a higher ln Z (its
-    # runs are the later one's): said, or "the highest" reads false beside it.
+    # A record whose runs a later one holds (a bracket --continue extended, or one a
+    # cross-check re-judged) cannot head the row even with a higher ln Z: said, or "the
+    # highest" reads false beside it.
     distinct = _distinct_runs([record, *others])
-    continued = [r for r in others if not any(r is kept for kept in distinct)]
+    held = [r for r in others if not any(r is kept for kept in distinct)]
     return (f"the highest ln Z of {len(others) + 1} evaluations"
-            + (", brackets continued later aside" if continued else "") + " (also ran: "
+            + (", those whose runs a later record holds aside" if held else "") + " (also ran: "
             + "; ".join(f"{_number(r['log_z'])} {r.get('path', 'linear').split(':')[0]}"
-                        + (", continued by a later bracket, which holds its runs"
-                           if any(r is c for c in continued) else "") for r in others)
+                        + (", its runs held by a later record (continued or re-judged)"
+                           if any(r is h for h in held) else "") for r in others)
             + "; ln Z and the NLL pool their distinct AIS runs)")
 
 

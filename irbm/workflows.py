@@ -267,6 +267,15 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
             message += ("\n--force: " + ", ".join(f"{name} {old} -> {new}" for name, (old, new)
                                                    in forced.items())
                         + f" from epoch {trainer.epoch + 1} (recorded in config.json)")
+        averaged = out / AVERAGE_DIR
+        if settings.eval_every and settings.average and settings.epochs > trainer.epoch \
+                and trainer.epoch >= settings.eval_every \
+                and not (averaged / runs.VALIDATION_FILE).exists():
+            # A run begun before averaged models were validated: its best is of part of it.
+            message += (f"\nnote: the averaged models before epoch {trainer.epoch + 1} were "
+                        "never validated (the irbm that trained them validated the raw model "
+                        f"alone): {averaged / runs.BEST_FILE} will be the best of those "
+                        "validated from here on")
         if settings.epochs > trainer.epoch and (out / runs.BRACKET_WORK_DIR).is_dir():
             # Said before training, not found after it at the bracket's next run.
             message += (f"\nnote: {out / runs.BRACKET_WORK_DIR} holds an unfinished bracket of "
@@ -881,7 +890,9 @@ def sample_run(run_dir, *, n_samples=16, n_steps=10000, init="random", z_max_ini
     check_device(device)
     run_dir = runs.require_run(run_dir, command="irbm sample")
     dataset = runs.load_run_dataset(run_dir, data_dir)
-    runs.check_writable(run_dir)  # figures/ is made when there is a figure to put in it
+    # figures/ is made when there is a figure to put in it; one that cannot take it is
+    # refused now, not after the chains ran.
+    runs.check_writable(run_dir / "figures" if (run_dir / "figures").exists() else run_dir)
     model, source = runs.run_model(run_dir, which=which, device=device)
     # Before the banner, in the command line's words (`sample` names Python's).
     if n_samples is not None:

@@ -188,9 +188,20 @@ def test_eval_every_with_average_selects_among_the_averaged_models_too(tmp_path)
         latest, _ = ckpt.read_checkpoint(average / ckpt.MODEL_FILE)
         assert all(torch.equal(tensors[name], latest[name]) for name in latest)
     # A resumed run owns its average's records (they are its own) and goes on validating.
-    assert_ok(run_cli(*command, "--epochs", 3))
+    resumed = run_cli(*command, "--epochs", 3)
+    assert_ok(resumed)
     assert [r["epoch"] for r in json.loads((average / "validation.json").read_text())] == \
         [1, 2, 3]
+    assert "never validated" not in resumed.out
+    # A run trained before the averaged models were validated is told its best is of part of
+    # it (a review).
+    (average / "validation.json").unlink()
+    (average / runs.BEST_FILE).unlink()
+    resumed = run_cli(*command, "--epochs", 4)
+    assert_ok(resumed)
+    assert f"note: the averaged models before epoch 4 were never validated (the irbm that " \
+        f"trained them validated the raw model alone): {average / runs.BEST_FILE} will be " \
+        "the best of those validated from here on" in resumed.out, resumed.out
     # Evaluation of RUN/average takes its best model by default.
     evaluated = run_cli("evaluate", average, "--chains", 5, "--betas", 10)
     assert_ok(evaluated)

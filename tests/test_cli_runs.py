@@ -481,9 +481,9 @@ def test_a_bracket_superseded_by_its_continuation_does_not_head_the_row(monkeypa
     # Beside it, the higher ln Z that did not head the row is said to be continued (the cell
     # read "the highest ln Z of 2 evaluations" beside a higher one).
     assert report._others_text(best, others) == (
-        "the highest ln Z of 2 evaluations, brackets continued later aside (also ran: 99.00 "
-        "linear, continued by a later bracket, which holds its runs; ln Z and the NLL pool "
-        "their distinct AIS runs)")
+        "the highest ln Z of 2 evaluations, those whose runs a later record holds aside (also "
+        "ran: 99.00 linear, its runs held by a later record (continued or re-judged); ln Z and "
+        "the NLL pool their distinct AIS runs)")
 
 
 def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, tmp_path,
@@ -1080,6 +1080,12 @@ def test_sample_refuses_in_the_command_lines_words_before_its_banner(run_dir):
         result = run_cli("sample", run_dir, "--steps", 2, *args)
         assert_clean_error(result, *fragments)
         assert "sampling" not in result.out and snapshot(run_dir) == before
+    # A figures/ that cannot take the figure is refused before the chains run, not after.
+    (run_dir / "figures").write_text("not a directory")
+    before = snapshot(run_dir)
+    result = run_cli("sample", run_dir, "--steps", 2)
+    assert_clean_error(result, f"{run_dir / 'figures'} is not writable")
+    assert "sampling" not in result.out and snapshot(run_dir) == before
 
 
 def test_sample_and_plot_take_the_latest_model_when_told_and_say_which_they_used(tmp_path):
@@ -1149,7 +1155,7 @@ def test_a_flagged_ais_point_beside_a_certified_bracket_says_whose_flag_it_is(ru
     assert run_row(run_dir)[column].endswith(" path (unreliable)")
     record["bracket"] = {"optimistic": 30.0, "conservative": 30.5, "width": 0.5,
                          "certified": True, "reasons": [], "conservative_stderr": 0.1,
-                         "n_rows": 50}
+                         "n_rows": 50, "levels": []}
     path.write_text(json.dumps(stored))
     row = run_row(run_dir)
     assert row[column].endswith(" path (unreliable alone; this row's bracket is certified)")

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from irbm._io import atomic_write
+from irbm._io import _HOST, atomic_write
 
 
 def _dead_pid() -> int:
@@ -47,12 +47,17 @@ def test_only_orphans_of_the_same_file_are_removed(tmp_path):
             os.utime(file, (age, age))
         return file
 
-    dead = temporary(f".model.{_dead_pid()}-0123456789ab.tmp")
-    running = temporary(f".model.{os.getpid()}-0123456789ab.tmp")  # a write under way here
+    dead = temporary(f".model.{_HOST}-{_dead_pid()}-0123456789ab.tmp")
+    running = temporary(f".model.{_HOST}-{os.getpid()}-0123456789ab.tmp")  # under way here
     old_unnamed = temporary(".model.0123456789ab.tmp", hours_ago)  # from before pids
     fresh_unnamed = temporary(".model.abcdefabcdef.tmp")  # may be a write under way
-    other_file = temporary(f".model.b.{_dead_pid()}-0123456789ab.tmp", hours_ago)  # model.b's
+    # Another machine's (a shared file system): its pid means nothing here, only its age.
+    elsewhere = "0" * 8 if _HOST != "0" * 8 else "1" * 8
+    fresh_elsewhere = temporary(f".model.{elsewhere}-{_dead_pid()}-0123456789ab.tmp")
+    old_elsewhere = temporary(f".model.{elsewhere}-{_dead_pid()}-abcdef012345.tmp", hours_ago)
+    other_file = temporary(f".model.b.{_HOST}-{_dead_pid()}-0123456789ab.tmp", hours_ago)
     with atomic_write(path) as stream:
         stream.write(b"y")
-    assert not dead.exists() and not old_unnamed.exists()
-    assert running.exists() and fresh_unnamed.exists() and other_file.exists()
+    assert not dead.exists() and not old_unnamed.exists() and not old_elsewhere.exists()
+    assert running.exists() and fresh_unnamed.exists() and fresh_elsewhere.exists()
+    assert other_file.exists()  # model.b's, not model's

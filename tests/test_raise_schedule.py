@@ -247,10 +247,9 @@ def test_a_continued_bracket_is_the_one_an_uninterrupted_call_makes(monkeypatch)
     assert continued.ais.n_betas == highest["n_betas"]
     assert continued.ais.log_z == highest["ais"][highest["best_path"]]["log_z"]
     # The settings left out are the stored bracket's (every one had to be repeated).
-    again = bracket_nll(model, rows, base_data=train, tolerance=1e-6, max_betas=200,
-                        resume=stored)
+    again = bracket_nll(model, rows, base_data=train, max_betas=200, resume=stored)
     assert _without_seconds(again.levels) == _without_seconds(whole.levels)
-    assert (again.seed, again.n_rows, again.raise_repeats) == (3, 40, 3)
+    assert (again.seed, again.n_rows, again.raise_repeats, again.tolerance) == (3, 40, 3, 1e-6)
 
 
 def test_a_bracket_continues_only_with_its_own_settings(monkeypatch):
@@ -340,6 +339,11 @@ def test_a_bracket_stored_before_its_routes_were_recorded_continues():
     for key in ("bases", "paths", "schedule", "raise_repeats", "pilot_betas", "seed",
                 "fingerprint"):
         del old[key]
+    # Its seed decides its rows and levels: continued with 0, other rows' levels joined its.
+    with pytest.raises(ValueError, match=r"made before brackets recorded their seed: pass "
+                                         r"seed= \(the evaluation record's \"seed\""):
+        bracket_nll(model, rows, max_betas=50, resume=old,
+                    **{k: v for k, v in settings.items() if k != "seed"})
     continued = bracket_nll(model, rows, max_betas=50, resume=old, **settings)
     assert [level["n_betas"] for level in continued.levels] == [25, 50]
     with pytest.raises(ValueError, match=r"ran with paths \('pinned', 'linear'\), this call "
