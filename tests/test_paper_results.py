@@ -16,6 +16,7 @@ from irbm import evaluate
 from irbm.bracket import rejudge
 from irbm.cli import main as cli_main
 from irbm.datasets import load_dataset
+from irbm.runs import read_json
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "paper_results.py"
 
@@ -187,7 +188,7 @@ def test_the_readme_summary_agrees_with_the_committed_results():
     bracket (one decimal, optimistic first), the verdict and the paper's number, so the README
     cannot drift from the tables."""
     root = SCRIPT.parents[1]
-    rows = json.loads((root / "results" / "caltech101.json").read_text())
+    rows = read_json(root / "results" / "caltech101.json")  # non-finite numbers back
     text = (root / "README.md").read_text()
     section = text[text.index("**What it reproduces**"):]
     table = section[section.index("\n| model |"):].strip().split("\n\n")[0].splitlines()
