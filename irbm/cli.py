@@ -285,6 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "(every trained unit selected; the paper's start for the oRBM "
                              "and iRBM)")
     sample.add_argument("--seed", type=int, default=0, help="seed of the chains (default 0)")
+    sample.add_argument("--quiet", action="store_true",
+                        help="no progress bar (its redrawn lines fill a log file)")
     _latest_option(sample, "sample")
     _system_options(sample)
 

@@ -68,7 +68,7 @@ def run_sample(args):
     samples, picture = workflows.sample_run(
         args.run, n_samples=args.n, n_steps=args.steps, init=args.init,
         z_max_init=args.z_max_init, seed=args.seed, data_dir=args.data_dir, device=args.device,
-        which="latest" if args.latest else "best", echo=print)
+        which="latest" if args.latest else "best", echo=print, progress=not args.quiet)
     print(f"{args.n} samples in {time.perf_counter() - start:.1f}s -> {samples}, {picture}")
 
 

@@ -973,7 +973,7 @@ HELP = {
     "train": ["FAMILY", "DATASET", *(spec.flag for spec in SPECS.values() if not spec.positional),
               "--out", "--device", "--force", "--config", "--data-dir", "--quiet"],
     "evaluate": ["--chains", "--betas", "--base", "--data-dir", "--threads"],
-    "sample": ["--n", "--steps", "--init", "--z-max-init", "--threads"],
+    "sample": ["--n", "--steps", "--init", "--z-max-init", "--quiet", "--threads"],
     "plot": ["run", "--allow-stale", "--threads"],
     "report": ["runs", "--out", "--allow-stale", "--threads"],
     "sweep": ["SWEEP.toml", "--out", "--workers", "--scheduler", "--data-dir", "--threads"],

@@ -1067,6 +1067,14 @@ def test_training_on_says_an_unfinished_bracket_will_be_stale(run_dir):
         trained.out
 
 
+def test_sample_quiet_draws_no_progress_bar(run_dir):
+    """Its redrawn bar filled logs, and sample alone had no --quiet (a documentation audit)."""
+    assert "Gibbs sampling:" in run_cli("sample", run_dir, "--n", 4, "--steps", 20).err
+    quiet = run_cli("sample", run_dir, "--n", 4, "--steps", 20, "--quiet")
+    assert_ok(quiet)
+    assert "Gibbs sampling" not in quiet.err and "4 samples in" in quiet.out
+
+
 def test_sample_refuses_in_the_command_lines_words_before_its_banner(run_dir):
     shutil.rmtree(run_dir / "figures")  # made before a refusal, it was left empty
     for args, fragments in [
