@@ -130,7 +130,10 @@ def model_from_tensors(tensors, metadata, *, device=None, dtype=None) -> EnergyM
 
 
 def save(model: EnergyModel, path, *, extra: dict | None = None):
-    """Save a model (constructor arguments + parameters) to ``path`` (.safetensors)."""
+    """Save a model (constructor arguments + parameters) to ``path`` (.safetensors); ``extra``
+    (JSON values, e.g. the epoch) is kept beside them, read back by
+    `irbm.checkpoint.read_checkpoint`'s metadata, and may not replace the checkpoint's own
+    fields (ValueError)."""
     if not isinstance(model, EnergyModel):
         raise TypeError(f"irbm.save takes an irbm model (an EnergyModel), got "
                         f"{type(model).__name__}; a scikit-learn estimator saves its model as "
@@ -138,8 +141,14 @@ def save(model: EnergyModel, path, *, extra: dict | None = None):
     if Path(path).is_dir():
         raise ValueError(f"{path} is a directory: give a file path such as "
                          f"{Path(path) / MODEL_FILE}")
-    metadata = {"kind": "model", **model_metadata(model), **(extra or {})}
-    write_checkpoint(path, model_tensors(model), metadata)
+    own = {"kind": "model", **model_metadata(model)}
+    # The checkpoint's own fields are not the caller's to replace: a "dtype" in extra loaded a
+    # float32 model as float64, a "model" wrote a file load refused.
+    clash = sorted(set(extra or {}) & set(own))
+    if clash:
+        raise ValueError(f"extra may not hold {', '.join(clash)}: the checkpoint's own fields "
+                         "(rename those keys)")
+    write_checkpoint(path, model_tensors(model), {**own, **(extra or {})})
 
 
 def resolve(path, name=MODEL_FILE) -> Path:

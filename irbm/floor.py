@@ -32,6 +32,8 @@ def free_energies(model, data, *, batch_size: int = 4096, layer: str = "visible"
     """
     if int(batch_size) < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if layer not in ("visible", "hidden"):  # any other word gave the visible F, silently
+        raise ValueError(f'layer must be "visible" or "hidden", got {layer!r}')
     if not isinstance(data, torch.Tensor):
         data = torch.as_tensor(data)
     if data.dim() != 2 or data.shape[0] == 0:
@@ -116,8 +118,8 @@ def _row_hashes(rows: torch.Tensor) -> np.ndarray:
 
 
 def sampled_log_partition_floor(model, data, *, n_chains: int = 500, n_steps: int = 200,
-                                seed: int = 0, batch_size: int = 4096, descents: int = 0
-                                ) -> float:
+                                seed: int | None = 0, batch_size: int = 4096,
+                                descents: int = 0) -> float:
     """max(ln sum_{v in S} exp(-F(v)), ln sum_{h in T} exp(-G(h))): S = the distinct rows of
     ``data`` (N, n_visible) and every state visited by ``n_chains`` Gibbs chains run ``n_steps``
     steps from its lowest-F rows, T = the distinct hidden vectors those chains drew, and with
@@ -139,6 +141,8 @@ def sampled_log_partition_floor(model, data, *, n_chains: int = 500, n_steps: in
     """
     if isinstance(descents, bool) or int(descents) != descents or descents < 0:
         raise ValueError(f"descents must be a number >= 0, got {descents!r}")
+    # None: a fresh random seed, as the estimators of ln Z take it (it failed in manual_seed).
+    seed = int(torch.randint(0, 2**62, (1,))) if seed is None else int(seed)
     distinct = torch.unique(model.check_visible(torch.as_tensor(data)), dim=0)
     free = free_energies(model, distinct, batch_size=batch_size)
     lowest = torch.argsort(free)[:n_chains]  # cycled when there are fewer rows than chains

@@ -391,7 +391,9 @@ def write_report(run_dirs, out_dir=None, *, allow_stale=False) -> tuple[Path, Pa
 
     Each run shows its current model's evaluations pooled (`run_row`) and its latest
     bracket; see `run_row` for stale ones."""
-    run_dirs = [Path(r) for r in run_dirs]
+    # One directory as well as several (a str was read letter by letter).
+    run_dirs = [Path(run_dirs)] if isinstance(run_dirs, (str, Path)) else [Path(r) for r in
+                                                                          run_dirs]
     rows = _tell_data_apart([run_row(r, allow_stale=allow_stale) for r in run_dirs])
     out_dir = prepare_directory(Path.cwd() / DEFAULT_DIRECTORY if out_dir is None else out_dir)
     datasets = sorted({row["dataset"] for row in rows})

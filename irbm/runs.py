@@ -301,6 +301,8 @@ def model_digest(model) -> str:
 
 
 def _model_file(directory: Path, which: str) -> Path:
+    if which not in ("best", "latest"):  # a typo loaded the latest model, and was recorded so
+        raise ValueError(f'which must be "best" or "latest", got {which!r}')
     best = directory / BEST_FILE
     return best if which == "best" and best.exists() else directory / ckpt.MODEL_FILE
 

@@ -152,7 +152,7 @@ def _log_partition(log_base, forward, backward, ladders=slice(None)) -> tuple[fl
 def estimate_log_partition_tempering(model, n_temperatures: int = 100, n_sweeps: int = 2000, *,
                                      n_ladders: int = 32, betas=None, base=None, path=None,
                                      data=None, burn_in: float = 0.25, n_groups: int = 8,
-                                     n_samples: int = 0, seed: int = 0,
+                                     n_samples: int = 0, seed: int | None = 0,
                                      progress: bool = True, threads=None) -> TemperingResult:
     """ln Z-hat of ``model`` by parallel tempering along an annealing path, ratios by BAR.
 
@@ -174,7 +174,8 @@ def estimate_log_partition_tempering(model, n_temperatures: int = 100, n_sweeps:
     n_samples : int
         States of the model's replica to keep (`TemperingResult.samples`): a multiple of
         ``n_ladders``, each ladder's taken at evenly spaced sweeps after the burn-in.
-    seed : int
+    seed : int or None
+        None: a fresh random seed, as in `irbm.ais.estimate_log_partition`.
     threads : int, optional: torch's CPU threads, as in `irbm.ais.estimate_log_partition`.
 
     Returns
@@ -193,6 +194,7 @@ def estimate_log_partition_tempering(model, n_temperatures: int = 100, n_sweeps:
     if kept < 1:
         raise ValueError(f"n_sweeps ({n_sweeps}) leaves no sweep after the burn-in")
     per_ladder, rest = divmod(int(n_samples), n_ladders)
+    seed = int(torch.randint(0, 2**62, (1,))) if seed is None else int(seed)
     if n_samples < 0 or rest or per_ladder > kept:
         raise ValueError(f"n_samples ({n_samples}) must be a multiple of n_ladders "
                          f"({n_ladders}), at most n_ladders x the {kept} sweeps after the "

@@ -260,6 +260,7 @@ class Trainer:
                              f"{random_stream!r}")
         check_device(device)  # torch's own word for it ("not compiled with CUDA enabled")
         target = torch.device(device) if device is not None else model.device
+        seed = _count(seed, "seed", minimum=0)  # None failed in int() with Python's words
         if random_stream is None:
             random_stream = "philox" if target.type == "cpu" else "torch"
         self.config = TrainingConfig(cd_k, bool(persistent), batch_size, optimizer, float(lr),

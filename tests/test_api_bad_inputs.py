@@ -38,10 +38,37 @@ DATA = (torch.rand(40, 6, generator=torch.Generator().manual_seed(0)) < 0.5).dou
      "device"),
     # No random numbers on "meta": refused before the model is moved there (found on a GPU).
     (lambda: Trainer(irbm.RBM(6, 3), device="meta"), "device 'meta' is not usable"),
+    # Found by an API review: each was silent, or Python's words from deep inside.
+    (lambda: Trainer(irbm.RBM(6, 3), seed=None), "seed must be an integer >= 0, got None"),
+    (lambda: irbm.evaluate.free_energies(irbm.RBM(6, 3), DATA, layer="bogus"),
+     'layer must be "visible" or "hidden"'),
+    (lambda: irbm.save(irbm.RBM(6, 3), "unused.safetensors", extra={"dtype": "float64"}),
+     "extra may not hold dtype: the checkpoint's own fields"),
 ])
 def test_bad_python_input_is_a_clear_value_error(build, match):
     with pytest.raises(ValueError, match=match):
         build()
+
+
+def test_a_which_typo_is_refused_not_taken_for_latest(tmp_path):
+    """which="newest" loaded the latest model and an evaluation recorded it as "latest"."""
+    trainer = Trainer(irbm.RBM(6, 3), progress=False)
+    trainer.fit(DATA, 1, callbacks=[irbm.training.CheckpointEvery(tmp_path / "run")])
+    assert irbm.runs.load_run_model(tmp_path / "run", which="latest").n_hidden == 3
+    with pytest.raises(ValueError, match='which must be "best" or "latest", got \'newest\''):
+        irbm.runs.load_run_model(tmp_path / "run", which="newest")
+
+
+def test_seed_none_is_a_fresh_seed_for_tempering_and_the_floor():
+    """It failed inside them (None + 1; manual_seed(None)), where the estimators of ln Z take
+    None as a fresh random seed."""
+    model = irbm.RBM(6, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    result = irbm.tempering.estimate_log_partition_tempering(
+        model, n_temperatures=4, n_sweeps=20, n_ladders=4, n_groups=2, base="model", seed=None,
+        progress=False)
+    assert np.isfinite(result.log_z)
+    floor = irbm.floor.sampled_log_partition_floor(model, DATA, n_chains=4, n_steps=3, seed=None)
+    assert floor <= model.log_partition_exact() + 1e-9
 
 
 def test_update_before_fit_and_uint8_batches_just_work():

@@ -838,6 +838,11 @@ def test_a_run_named_twice_is_one_row(run_dir, tmp_path, monkeypatch):
     assert_ok(run_cli("report", run_dir, f"./{run_dir.name}", run_dir, "--out",
                       tmp_path / "report"))
     assert len(parse_markdown_table((tmp_path / "report" / "report.md").read_text())) == 1
+    # Python's write_report takes one directory as report_runs does (a str was read letter by
+    # letter: "run directory not found: r").
+    from irbm.report import write_report
+    markdown, _ = write_report(str(run_dir), tmp_path / "python")
+    assert len(parse_markdown_table(markdown.read_text())) == 1
 
 
 def test_report_refuses_results_of_an_earlier_model(run_dir, tmp_path, monkeypatch):
