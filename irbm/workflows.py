@@ -887,6 +887,7 @@ def sample_run(run_dir, *, n_samples=16, n_steps=10000, init="random", z_max_ini
     ``threads``: torch's CPU threads, as in `irbm.sampling.sample`; ``echo`` receives the
     line saying which model was sampled (default: the module's logger)."""
     from .plotting import plot_samples
+    from .plotting.run import model_description, sample_description
     check_device(device)
     run_dir = runs.require_run(run_dir, command="irbm sample")
     dataset = runs.load_run_dataset(run_dir, data_dir)
@@ -925,11 +926,19 @@ def sample_run(run_dir, *, n_samples=16, n_steps=10000, init="random", z_max_ini
         "samples": result.samples.cpu().numpy().astype(np.uint8),
         "probabilities": probabilities, "model_file": np.array(source.file),
         "epoch": np.array(-1 if source.epoch is None else source.epoch),
-        "model_sha256": np.array(source.sha256)})
+        "model_sha256": np.array(source.sha256),
+        # How they were drawn, which `irbm plot` writes in its samples figure's title.
+        "n_steps": np.array(n_steps), "init": np.array(init),
+        "z_max_init": np.array(bool(z_max_init))})
     figures = runs.check_writable(run_dir / "figures")
-    plot_samples(probabilities, dataset.image_shape, figures / "samples.png",
+    # The binary states, as `irbm plot` draws them (P(v | h) of the last step drew chains at
+    # small z as flat grey tiles under a caption that says white = 1).
+    plot_samples(result.samples.cpu().numpy(), dataset.image_shape, figures / "samples.png",
                  order=dataset.pixel_order,
-                 title=f"{model.display_name}: {n_steps} Gibbs steps from {init}")
+                 one_means=getattr(dataset, "one_means", None),
+                 title=f"{model.display_name} samples "
+                       f"({sample_description(n_steps, init, z_max_init)}; "
+                       f"{model_description(source.file, source.epoch)})")
     logger.info("%d samples in %.1fs", n_samples, time.perf_counter() - start)
     return run_dir / runs.SAMPLES_FILE, figures / "samples.png"
 

@@ -433,6 +433,9 @@ def test_sample_saves_binary_samples_and_a_picture(pipeline, key):
     with np.load(run_dir / "samples.npz", allow_pickle=False) as stored:
         samples, probabilities = stored["samples"], stored["probabilities"]
         digest, epoch = str(stored["model_sha256"]), int(stored["epoch"])
+        # How they were drawn, for irbm plot's title (it said "from irbm sample" alone).
+        drawn = int(stored["n_steps"]), str(stored["init"]), bool(stored["z_max_init"])
+    assert drawn == (int(SAMPLE[SAMPLE.index("--steps") + 1]), "random", False)
     assert samples.shape == probabilities.shape == (8, N_VISIBLE)
     assert samples.dtype == np.uint8 and set(np.unique(samples)) <= {0, 1}
     assert 0 < samples.mean() < 1  # not all one value

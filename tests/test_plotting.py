@@ -491,18 +491,21 @@ class TinyDataset:
 def test_figures_for_run(tmp_path, monkeypatch, family):
     from irbm.plotting import run
     model = random_model(family).float()
-    irbm.save(model, tmp_path / "model.safetensors")
+    irbm.save(model, tmp_path / "model.safetensors", extra={"epoch": 2})
     # The model with z also grew during training (the size history says so).
     sizes = [(0, 4), (2, 6)] if model.has_z else [(0, 6), (2, 6)]
     history = [{"epoch": epoch, "n_hidden": 6, "train_free_energy": 10.0 - epoch}
                 for epoch in (1, 2, 3)]
     runs.write_json(tmp_path / runs.HISTORY_FILE, {"history": history, "size_history": sizes})
-    captions = []
-    for name in ("plot_samples", "plot_p_z_given_v", "plot_top_inputs_by_z_interval"):
+    captions, options_of = [], {}
+    for name in ("plot_samples", "plot_p_z_given_v", "plot_top_inputs_by_z_interval",
+                 "plot_filters", "plot_training_curves", "plot_size_history"):
         original = getattr(run, name)
 
-        def spy(*args, _original=original, **options):
-            captions.append(options.get("one_means"))
+        def spy(*args, _original=original, _name=name, **options):
+            if _name not in ("plot_filters", "plot_training_curves", "plot_size_history"):
+                captions.append(options.get("one_means"))
+            options_of[_name] = options
             return _original(*args, **options)
         monkeypatch.setattr(run, name, spy)
 
@@ -514,6 +517,45 @@ def test_figures_for_run(tmp_path, monkeypatch, family):
     for path in written:
         assert_non_trivial(path)
     assert captions and set(captions) == {"background"}  # taken from the dataset
+    # Each figure of the model says which one (a best model sat beside curves run on past
+    # it), and the curves mark its epoch (a walkthrough).
+    for name in ("plot_samples", "plot_filters") + (("plot_p_z_given_v",) if model.has_z else ()):
+        assert options_of[name]["title"].endswith("(model model, epoch 2)") or \
+            "; model model, epoch 2)" in options_of[name]["title"], options_of[name]["title"]
+    assert "1000 Gibbs steps from noise" in options_of["plot_samples"]["title"]
+    assert options_of["plot_training_curves"]["mark_epoch"] == 2
+    if model.has_z:
+        assert options_of["plot_size_history"]["mark_epoch"] == 2
+
+
+def test_curves_mark_the_model_drawn_and_doubtful_validations():
+    """A walkthrough read every validation point as one to trust, though each was logged
+    unreliable, and curves that ran past the best model drawn beside them; the size figure
+    counted epochs by 2.5."""
+    from matplotlib.ticker import MaxNLocator
+    history = [{"epoch": epoch, "valid_nll": 100.0 - epoch, "log_z": 50.0 + epoch,
+                "log_z_reliable": epoch != 2, "train_free_energy": 10.0 - epoch}
+               for epoch in (1, 2, 3, 4)]
+    figure = plotting.plot_training_curves(history, mark_epoch=3)
+    labels = [[line.get_label() for line in axes.get_lines()] for axes in figure.axes]
+    doubted = [line for axes in figure.axes for line in axes.get_lines()
+               if line.get_label().startswith("unreliable AIS")]
+    assert len(doubted) == 2 and all(list(line.get_xdata()) == [2.0] for line in doubted)
+    assert all("the model drawn (epoch 3)" in panel for panel in labels)
+    # At the last epoch nothing is marked: the curves end at the model drawn.
+    last = plotting.plot_training_curves(history, mark_epoch=4)
+    assert not any(line.get_label().startswith("the model drawn")
+                   for axes in last.axes for line in axes.get_lines())
+    sizes = plotting.plot_size_history(np.arange(0, 21), np.arange(0, 21) + 5, mark_epoch=10)
+    axes = sizes.axes[0]
+    assert isinstance(axes.xaxis.get_major_locator(), MaxNLocator)
+    assert all(float(tick).is_integer() for tick in axes.get_xticks())
+    assert "the model drawn (epoch 10)" in [line.get_label() for line in axes.get_lines()]
+    ais = plotting.plot_ais_convergence([10, 100], [505.0, 511.0], [504.0, 510.0],
+                                        [506.0, 512.0], floor=523.47)
+    floor_lines = [line for line in ais.axes[0].get_lines()
+                   if line.get_label().startswith("certain floor of ln Z = 523.47")]
+    assert floor_lines and ais.axes[0].get_ylim()[1] > 523.47  # in view, above the estimates
 
 
 def test_standard_errors_in_a_history_are_not_drawn_as_curves():

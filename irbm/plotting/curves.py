@@ -12,7 +12,7 @@ from ._canvas import as_numpy, finish_figure, new_figure
 __all__ = ["plot_size_history", "plot_ais_convergence", "plot_training_curves"]
 
 
-def plot_size_history(epochs, sizes, path=None, *, title=None):
+def plot_size_history(epochs, sizes, path=None, *, title=None, mark_epoch=None):
     """Draw the number of hidden units of a growing model (the iRBM) over training.
 
     Parameters
@@ -22,6 +22,8 @@ def plot_size_history(epochs, sizes, path=None, *, title=None):
         Hidden-layer size l at each epoch.
     path : str or Path, optional
     title : str, optional
+    mark_epoch : int, optional
+        The epoch of the model the other figures show, marked when it is not the last.
 
     Returns
     -------
@@ -38,8 +40,10 @@ def plot_size_history(epochs, sizes, path=None, *, title=None):
               marker="." if len(sizes) <= 50 else None)
     axes.annotate(f"{int(sizes[-1])} units", (epochs[-1], sizes[-1]), textcoords="offset points",
                   xytext=(-4, 6), ha="right")
+    _mark(axes, mark_epoch, epochs)
     axes.set_xlabel("epoch")
     axes.set_ylabel("hidden units l")
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # no epoch 2.5
     axes.yaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_ylim(bottom=0)
     axes.grid(alpha=0.3)
@@ -49,7 +53,7 @@ def plot_size_history(epochs, sizes, path=None, *, title=None):
 
 
 def plot_ais_convergence(n_chains, log_z, log_z_low, log_z_high, path=None, *, exact=None,
-                         title=None):
+                         title=None, floor=None):
     """Draw the AIS estimate ln Z-hat against the number of chains, with its 3-sigma band.
 
     A lower bound ln(Z-hat - 3 sigma) of -inf (3 sigma exceeds Z-hat: a few chains dominate the
@@ -67,6 +71,9 @@ def plot_ais_convergence(n_chains, log_z, log_z_low, log_z_high, path=None, *, e
     exact : float, optional
         The exact ln Z, drawn as a dashed line when known.
     title : str, optional
+    floor : float, optional
+        A certain lower bound of ln Z (`irbm.floor`), drawn as a dotted line: an estimate below
+        it is too low for certain.
 
     Returns
     -------
@@ -85,7 +92,8 @@ def plot_ais_convergence(n_chains, log_z, log_z_low, log_z_high, path=None, *, e
         raise ValueError("log_z has no finite value: nothing to draw")
 
     finite = np.concatenate([values[np.isfinite(values)] for values in (log_z, low, high)]
-                            + ([np.array([float(exact)])] if exact is not None else []))
+                            + [np.array([float(value)]) for value in (exact, floor)
+                               if value is not None and np.isfinite(value)])
     spread = finite.max() - finite.min()
     padding = 0.1 * spread if spread > 0 else max(1.0, 0.01 * abs(finite.max()))
     bottom, top = finite.min() - padding, finite.max() + padding
@@ -102,6 +110,9 @@ def plot_ais_convergence(n_chains, log_z, log_z_low, log_z_high, path=None, *, e
     if exact is not None:
         axes.axhline(float(exact), color="black", linestyle="--", linewidth=1,
                      label=f"exact ln Z = {float(exact):.4g}")
+    if floor is not None and np.isfinite(floor):
+        axes.axhline(float(floor), color="tab:red", linestyle=":", linewidth=1.2,
+                     label=f"certain floor of ln Z = {float(floor):.6g}")
     notes = []
     if low_infinite.any():
         axes.plot(n_chains[low_infinite], np.full(low_infinite.sum(), bottom), linestyle="none",
@@ -146,7 +157,22 @@ _LABELS = {"valid_nll": "validation NLL (AIS)", "log_z": "ln Z (AIS)",
            "reconstruction_error": "reconstruction error", "n_hidden": "hidden units",
            "seconds": "seconds per epoch", "nll": "NLL (nats)", "free_energy": "free energy",
            "log_z_ess": "effective AIS chains (validation)",
-           "log_z_chains": "AIS chains (validation)"}
+           "log_z_chains": "AIS chains (validation)",
+           "average_valid_nll": "validation NLL of the average (AIS)",
+           "average_log_z": "ln Z of the average (AIS)",
+           "average_log_z_ess": "effective AIS chains (average)",
+           "average_log_z_chains": "AIS chains (average)"}
+# Series from a validation's AIS, and the history key saying whether its ln Z was reliable.
+_RELIABILITY = {key: prefix + "log_z_reliable" for prefix in ("", "average_")
+                for key in (prefix + "valid_nll", prefix + "log_z")}
+
+
+def _mark(axes, epoch, epochs) -> None:
+    """A vertical line at the epoch of the model the run's other figures show, when it is not
+    the last drawn (a best model before more training)."""
+    if epoch is not None and len(epochs) and float(epoch) < float(np.nanmax(epochs)):
+        axes.axvline(float(epoch), color="0.4", linestyle="--", linewidth=1,
+                     label=f"the model drawn (epoch {int(epoch)})")
 
 
 def _label(key: str) -> str:
@@ -169,7 +195,7 @@ def _panels(keys):
     return groups
 
 
-def plot_training_curves(history, path=None, *, title=None):
+def plot_training_curves(history, path=None, *, title=None, mark_epoch=None):
     """Draw training metrics against the epoch, one panel per kind of metric.
 
     Parameters
@@ -180,9 +206,12 @@ def plot_training_curves(history, path=None, *, title=None):
         key except "epoch" is drawn; keys missing from some entries (metrics computed only every
         few epochs) are drawn where present. A metric that never changes (an RBM's n_hidden)
         gets no panel: its value is written below the panels. Without "epoch", entries are
-        numbered from 1.
+        numbered from 1. A validation whose AIS the trainer flagged (``log_z_reliable`` False)
+        is drawn as a hollow red point: its ln Z is likely too low, its NLL too good.
     path : str or Path, optional
     title : str, optional
+    mark_epoch : int, optional
+        The epoch of the model the run's other figures show, marked when it is not the last.
 
     Returns
     -------
@@ -221,6 +250,16 @@ def plot_training_curves(history, path=None, *, title=None):
             extra = {"where": "post"} if key == "n_hidden" else {}
             draw(epochs[present], values[present], label=_label(key),
                  marker="." if present.sum() <= 50 else None, **extra)
+            doubted = present & np.array([entry.get(_RELIABILITY.get(key)) is False
+                                          for entry in history])
+            if doubted.any():  # drawn like the others, they read as estimates to trust
+                axes.plot(epochs[doubted], values[doubted], linestyle="none", marker="o",
+                          markerfacecolor="none", markeredgecolor="tab:red",
+                          label="unreliable AIS (few effective chains)")
+        _mark(axes, mark_epoch, epochs)
+        if any(artist.get_label().startswith(("unreliable", "the model drawn"))
+               for artist in axes.get_lines()):
+            axes.legend(fontsize=8)
         axes.set_ylabel(_label(panel_keys[0] if len(panel_keys) == 1 else panel), fontsize=9)
         if panel == "n_hidden":
             axes.yaxis.set_major_locator(MaxNLocator(integer=True))

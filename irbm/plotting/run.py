@@ -14,10 +14,22 @@ from .curves import plot_ais_convergence, plot_size_history, plot_training_curve
 from .images import plot_filters, plot_samples
 from .ordered import plot_p_z_given_v, plot_top_inputs_by_z_interval
 
-__all__ = ["figures_for_run"]
+__all__ = ["figures_for_run", "model_description", "sample_description"]
 
 # Few enough that plotting stays quick when `irbm sample` has not been run.
 _QUICK_SAMPLES, _QUICK_STEPS = 16, 1000
+
+
+def model_description(file_name: str, epoch) -> str:
+    """Which of a run's models a figure shows: "best model, epoch 10"."""
+    return f"{file_name.split('.')[0]} model" + ("" if epoch is None else f", epoch {epoch}")
+
+
+def sample_description(n_steps: int, init: str, z_max_init: bool) -> str:
+    """How samples were drawn, for a figure's title: "1000 Gibbs steps from random, z = K
+    first"."""
+    return (f"{n_steps} Gibbs steps from {'noise' if init == 'random' else init}"
+            + (", z = K first" if z_max_init else ""))
 
 
 def figures_for_run(run_dir, dataset, *, device=None, stale=(), which="best") -> list[Path]:
@@ -33,8 +45,11 @@ def figures_for_run(run_dir, dataset, *, device=None, stale=(), which="best") ->
     when it has one (else its latest), or its "latest"."""
     run_dir = Path(run_dir)
     figures = runs.check_writable(run_dir / "figures")
-    model = runs.load_run_model(run_dir, which=which, device=device)
+    model, source = runs.run_model(run_dir, which=which, device=device)
     shape, order = dataset.image_shape, dataset.pixel_order
+    # Every figure of the model says which one it is (a best model sat beside curves that ran
+    # on past it, and figures of two epochs read as one).
+    of_model = model_description(source.file, source.epoch)
     written = []
 
     def keep(name):
@@ -42,43 +57,47 @@ def figures_for_run(run_dir, dataset, *, device=None, stale=(), which="best") ->
         return figures / name
 
     plot_filters(model, shape, keep("filters.png"), order=order,
-                 title=f"{model.display_name}: first filters of {model.n_hidden}")
+                 title=f"{model.display_name}: first filters of {model.n_hidden} ({of_model})")
     # Datasets that say what pixel value 1 stands for get it named in the image captions.
     one_means = getattr(dataset, "one_means", None)
     samples_file = run_dir / runs.SAMPLES_FILE
     if samples_file.exists() and runs.SAMPLES_FILE not in stale:
         with np.load(samples_file, allow_pickle=False) as stored:
             images = stored["samples"]
-        how = "from irbm sample"
+            how = (sample_description(int(stored["n_steps"]), str(stored["init"]),
+                                      bool(stored["z_max_init"])) + ", irbm sample"
+                   if "n_steps" in stored else "from irbm sample")
     else:
         generator = torch.Generator(device=model.device).manual_seed(0)
         # Ordered models without a tail mix slowly from noise: the paper starts them at z = K.
         start_at_k = model.has_z and not model.has_tail
         images = sample(model, _QUICK_SAMPLES, _QUICK_STEPS, generator=generator,
                         z_max_init=start_at_k).samples.cpu().numpy()
-        how = f"{_QUICK_STEPS} Gibbs steps from noise" + (", z = K first" if start_at_k else "")
+        how = sample_description(_QUICK_STEPS, "random", start_at_k)
     # Binary states, not P(v | h) of the last step: that mean is a smooth blur for chains at
     # small z and hid what the chains actually produce.
     plot_samples(images, shape, keep("samples.png"), order=order, one_means=one_means,
-                 title=f"{model.display_name} samples ({how})")
+                 title=f"{model.display_name} samples ({how}; {of_model})")
     if model.has_z:
         test = torch.as_tensor(dataset.test[:2000] if len(dataset.test) else dataset.train[:2000])
         # The paper's first row is unstructured noise, whose P(z|v) peaks at small z.
         noise = (torch.rand((1, dataset.n_visible), generator=torch.Generator().manual_seed(0))
                  < 0.5).to(test.dtype)
         plot_p_z_given_v(model, torch.cat([noise, test[:7]]), shape, keep("p_z_given_v.png"),
-                         order=order, one_means=one_means)
+                         order=order, one_means=one_means,
+                         title=f"{model.display_name}: P(z | v) ({of_model})")
         plot_top_inputs_by_z_interval(model, test, shape, keep("top_inputs_by_z.png"),
                                       order=order, one_means=one_means)
     history = runs.read_json(run_dir / runs.HISTORY_FILE, default={"history": []})
     if history["history"]:
-        plot_training_curves(history["history"], keep("training_curves.png"))
+        plot_training_curves(history["history"], keep("training_curves.png"),
+                             mark_epoch=source.epoch)
     sizes_seen = {size for _, size in history.get("size_history", [])}
     if history.get("size_history") and (model.resizable or len(sizes_seen) > 1):
         epochs, sizes = zip(*history["size_history"])
         last_epoch = history["history"][-1]["epoch"] if history["history"] else epochs[-1]
         plot_size_history(list(epochs) + [last_epoch], list(sizes) + [sizes[-1]],
-                          keep("hidden_size.png"))
+                          keep("hidden_size.png"), mark_epoch=source.epoch)
     weights_file = run_dir / runs.AIS_WEIGHTS_FILE
     if runs.AIS_WEIGHTS_FILE in stale:
         (figures / "ais_convergence.png").unlink(missing_ok=True)
@@ -87,6 +106,13 @@ def figures_for_run(run_dir, dataset, *, device=None, stale=(), which="best") ->
         record = runs.weights_record(run_dir)
         exact = record["log_z"] if record and record.get("log_z_source") == "exact" else None
         if len(log_weights) >= 2:
+            # Which run it is: a later evaluation by another path replaced the weights.
+            title = "AIS estimate of ln Z" + ("" if record is None else (
+                f" ({str(record.get('path', 'linear')).split(':')[0]} path, "
+                f"{record.get('base')} base, {record.get('n_betas')} temperatures; "
+                f"{model_description(record.get('model_file', 'model'), record.get('epoch'))})"
+            ))
             plot_ais_convergence(*convergence_curve(log_weights), keep("ais_convergence.png"),
-                                 exact=exact)
+                                 exact=exact, title=title,
+                                 floor=None if record is None else record.get("log_z_floor"))
     return written
