@@ -540,6 +540,8 @@ def test_curves_mark_the_model_drawn_and_doubtful_validations():
     labels = [[line.get_label() for line in axes.get_lines()] for axes in figure.axes]
     doubted = [line for axes in figure.axes for line in axes.get_lines()
                if line.get_label().startswith("unreliable AIS")]
+    doubted = [line for axes in figure.axes for line in axes.get_lines()
+               if line.get_label().lstrip("_").startswith("unreliable")]
     assert len(doubted) == 2 and all(list(line.get_xdata()) == [2.0] for line in doubted)
     assert all("the model drawn (epoch 3)" in panel for panel in labels)
     # At the last epoch nothing is marked: the curves end at the model drawn.

@@ -253,12 +253,15 @@ def plot_training_curves(history, path=None, *, title=None, mark_epoch=None):
             doubted = present & np.array([entry.get(_RELIABILITY.get(key)) is False
                                           for entry in history])
             if doubted.any():  # drawn like the others, they read as estimates to trust
+                named = any(line.get_label().startswith("unreliable")
+                            for line in axes.get_lines())
                 axes.plot(epochs[doubted], values[doubted], linestyle="none", marker="o",
                           markerfacecolor="none", markeredgecolor="tab:red",
-                          label="unreliable AIS (few effective chains)")
+                          label="_unreliable" if named else  # one legend entry per panel
+                          "unreliable AIS (few effective chains)")
         _mark(axes, mark_epoch, epochs)
         if any(artist.get_label().startswith(("unreliable", "the model drawn"))
-               for artist in axes.get_lines()):
+               for artist in axes.get_lines()):  # "_unreliable": a repeat, not in the legend
             axes.legend(fontsize=8)
         axes.set_ylabel(_label(panel_keys[0] if len(panel_keys) == 1 else panel), fontsize=9)
         if panel == "n_hidden":
@@ -276,5 +279,6 @@ def plot_training_curves(history, path=None, *, title=None, mark_epoch=None):
             xy=(0.0, 0.0), xycoords=("axes fraction", axes_list[-1].xaxis.label), xytext=(0, -4),
             textcoords="offset points", ha="left", va="top", fontsize=8, color="0.3")
     figure.suptitle(title or "Training curves")
-    figure.tight_layout()
+    # Room for the title above the top panel, whose frame it touched.
+    figure.tight_layout(rect=(0, 0, 1, 1 - 0.3 / figure.get_figheight()))
     return finish_figure(figure, path)
