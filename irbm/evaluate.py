@@ -137,6 +137,14 @@ class NLLEstimate:
                 "not (the same ln Z-hat at every schedule), the NLL is only bounded below.")
         return problems
 
+    def summary(self) -> dict:
+        """JSON-ready record of the estimate, with its AIS run's (as the other estimates
+        give theirs; an API review found none here)."""
+        return {"mean": self.mean, "stderr": self.stderr, "mean_low": self.mean_low,
+                "mean_high": self.mean_high, "log_z_floor": self.log_partition_floor,
+                "log_partition": self.log_partition.summary(),
+                "warnings": self.reliability_warnings()}
+
 
 @chooses_threads(lambda a: min(int(a["n_chains"]), 1000))
 def ais_nll(model, data, *, n_chains: int = 100, n_betas=None, betas=None, base=None,

@@ -1,6 +1,7 @@
 """Average NLL from (an AIS estimate of) log Z against the exact likelihood."""
 
 import dataclasses
+import json
 import math
 
 import numpy as np
@@ -57,6 +58,9 @@ def test_ais_nll_agrees_with_exact_nll_within_the_ais_error(family, path):
     assert estimate.log_partition.log_weights.shape == (200,)
     assert estimate.mean - estimate.log_partition.log_z == pytest.approx(
         float(free_energies(model, data).mean()))
+    summary = json.loads(json.dumps(estimate.summary()))  # JSON-ready, as the others are
+    assert summary["mean"] == estimate.mean and summary["stderr"] == estimate.stderr
+    assert summary["log_partition"] == json.loads(json.dumps(estimate.log_partition.summary()))
 
 
 def test_nll_accepts_an_ais_result_and_validates_inputs():

@@ -566,3 +566,16 @@ def test_standard_errors_in_a_history_are_not_drawn_as_curves():
     from irbm.plotting.curves import _panels
     assert _panels(["valid_nll", "valid_nll_stderr", "log_z", "train_free_energy"]) == {
         "nll": ["valid_nll"], "log_z": ["log_z"], "free_energy": ["train_free_energy"]}
+
+
+def test_ais_convergence_takes_the_run_itself(tmp_path):
+    """An AISResult had to be unpacked by hand (an API review: a TypeError otherwise)."""
+    model = random_model("rbm")
+    result = irbm.ais.estimate_log_partition(model, 20, 30, base="model", seed=0,
+                                             progress=False)
+    figure = plotting.plot_ais_convergence(result, tmp_path / "ais.png")
+    expected = irbm.ais.convergence_curve(result.log_weights)
+    assert np.allclose(figure.axes[0].get_lines()[0].get_ydata(), expected[1])
+    assert_non_trivial(tmp_path / "ais.png")
+    with pytest.raises(ValueError, match="or an AISResult alone"):
+        plotting.plot_ais_convergence([10, 20], [1.0, 2.0])

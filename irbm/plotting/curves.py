@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import os
 
 import numpy as np
 from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, StrMethodFormatter
@@ -52,9 +53,12 @@ def plot_size_history(epochs, sizes, path=None, *, title=None, mark_epoch=None):
     return finish_figure(figure, path)
 
 
-def plot_ais_convergence(n_chains, log_z, log_z_low, log_z_high, path=None, *, exact=None,
-                         title=None, floor=None):
+def plot_ais_convergence(n_chains, log_z=None, log_z_low=None, log_z_high=None, path=None, *,
+                         exact=None, title=None, floor=None):
     """Draw the AIS estimate ln Z-hat against the number of chains, with its 3-sigma band.
+
+    ``plot_ais_convergence(result)`` with an `irbm.ais.AISResult` draws its own curve
+    (`irbm.ais.convergence_curve` of its log-weights).
 
     A lower bound ln(Z-hat - 3 sigma) of -inf (3 sigma exceeds Z-hat: a few chains dominate the
     weights) cannot be drawn: the band is clipped at the bottom of the axis there, those points
@@ -63,8 +67,8 @@ def plot_ais_convergence(n_chains, log_z, log_z_low, log_z_high, path=None, *, e
 
     Parameters
     ----------
-    n_chains : array (M,)
-        Number of AIS chains of each estimate.
+    n_chains : array (M,), or AISResult
+        Number of AIS chains of each estimate (or the run, without the three arrays).
     log_z, log_z_low, log_z_high : array (M,)
         ln Z-hat, ln(Z-hat - 3 sigma) (may be -inf) and ln(Z-hat + 3 sigma).
     path : str or Path, optional
@@ -79,6 +83,15 @@ def plot_ais_convergence(n_chains, log_z, log_z_low, log_z_high, path=None, *, e
     -------
     matplotlib.figure.Figure
     """
+    if hasattr(n_chains, "log_weights"):  # an AISResult: a TypeError, where it read as one
+        if log_z is not None and not _is_path(log_z):
+            raise TypeError("an AISResult carries its own curve: give it alone (and path=)")
+        from ..ais import convergence_curve
+        path = log_z if log_z is not None else path
+        n_chains, log_z, log_z_low, log_z_high = convergence_curve(n_chains.log_weights)
+    if log_z is None or log_z_low is None or log_z_high is None:
+        raise ValueError("give n_chains, log_z, log_z_low and log_z_high (irbm.ais."
+                         "convergence_curve's four arrays), or an AISResult alone")
     n_chains = as_numpy(n_chains, "n_chains", dims=1)
     columns = [as_numpy(values, name, dims=1) for values, name in
                ((log_z, "log_z"), (log_z_low, "log_z_low"), (log_z_high, "log_z_high"))]
@@ -144,6 +157,10 @@ def plot_ais_convergence(n_chains, log_z, log_z_low, log_z_high, path=None, *, e
     axes.set_title(title or "AIS estimate of ln Z")
     figure.tight_layout()
     return finish_figure(figure, path)
+
+
+def _is_path(value) -> bool:
+    return isinstance(value, (str, os.PathLike))
 
 
 def _is_number(value) -> bool:
