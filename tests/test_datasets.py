@@ -74,6 +74,19 @@ def test_dataset_basics_and_subset():
     assert "train=4" in repr(data) and "2x3" in repr(data)
 
 
+def test_an_option_no_loader_takes_is_named_with_those_it_takes(tmp_path):
+    """train_size= (a Settings name) was Python's TypeError from inside the loader."""
+    with pytest.raises(ValueError, match=r"train_size: not an option of digits's loader, which "
+                                         r"takes seed; to take fewer rows, load_dataset\(\.\.\.\)"
+                                         r"\.subset\(n_train, n_valid, n_test\)"):
+        load_dataset("digits", train_size=100)
+    rows = tmp_path / "rows.npy"
+    np.save(rows, np.zeros((20, 4), np.uint8))
+    with pytest.raises(ValueError, match=r"bogus: not an option of .*rows\.npy's loader"):
+        load_dataset(rows, bogus=1)
+    assert load_dataset("digits", seed=1).n_visible == 64  # a loader's own option still goes
+
+
 def test_to_image_undoes_row_and_column_major_flattening():
     picture = np.arange(6).reshape(2, 3)
     row_major = small_dataset()

@@ -21,6 +21,7 @@ with ``$IRBM_MNIST_URL`` / ``$IRBM_CALTECH_URL``), checked by sha256 and cached:
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 from ._dataset import SPLITS, Dataset, binarize_stochastic
@@ -58,11 +59,23 @@ def load_dataset(name_or_path, data_dir=None, **options) -> Dataset:
         Unknown name (the message lists the known ones), or a loader's own errors.
     """
     key = check_dataset(name_or_path, exists=False)
-    if key in LOADERS:
-        if key in _FILE_LOADERS:
-            options["data_dir"] = data_dir
-        return LOADERS[key](**options)
-    return load_user_data(Path(key), **options)
+    loader = LOADERS.get(key, load_user_data)
+    if key in _FILE_LOADERS:
+        options["data_dir"] = data_dir
+    # An option the loader does not take was Python's TypeError from inside it (train_size=,
+    # which Settings has, is `Dataset.subset`'s).
+    taken = inspect.signature(loader).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in taken.values()):
+        unknown = sorted(set(options) - set(taken))
+        if unknown:
+            accepted = [n for n, p in taken.items() if p.kind is p.KEYWORD_ONLY or
+                        (p.kind is p.POSITIONAL_OR_KEYWORD and p.default is not p.empty)]
+            raise ValueError(f"{', '.join(unknown)}: not an option of {key}'s loader, which "
+                             f"takes {', '.join(accepted) or 'none'}"
+                             + ("; to take fewer rows, load_dataset(...).subset(n_train, "
+                                "n_valid, n_test)" if any(
+                                    name.endswith("_size") for name in unknown) else ""))
+    return loader(**options) if key in LOADERS else loader(Path(key), **options)
 
 
 def dataset_name(name) -> str:
