@@ -421,8 +421,9 @@ def first_cell(rgb, size=4):
 
 
 def all_texts(figure):
-    return [text.get_text() for text in figure.texts] + [
-        text.get_text() for axes in figure.axes for text in axes.texts]
+    """The figure's texts, each as one line (a narrow figure wraps its title and caption)."""
+    return [" ".join(text.get_text().split()) for text in figure.texts] + [
+        " ".join(text.get_text().split()) for axes in figure.axes for text in axes.texts]
 
 
 def test_binary_images_share_one_colour_convention():
@@ -520,8 +521,8 @@ def test_figures_for_run(tmp_path, monkeypatch, family):
     # Each figure of the model says which one (a best model sat beside curves run on past
     # it), and the curves mark its epoch (a walkthrough).
     for name in ("plot_samples", "plot_filters") + (("plot_p_z_given_v",) if model.has_z else ()):
-        assert options_of[name]["title"].endswith("(model model, epoch 2)") or \
-            "; model model, epoch 2)" in options_of[name]["title"], options_of[name]["title"]
+        assert options_of[name]["title"].endswith("latest model, epoch 2)"), \
+            options_of[name]["title"]
     assert "1000 Gibbs steps from noise" in options_of["plot_samples"]["title"]
     assert options_of["plot_training_curves"]["mark_epoch"] == 2
     if model.has_z:
@@ -579,3 +580,52 @@ def test_ais_convergence_takes_the_run_itself(tmp_path):
     assert_non_trivial(tmp_path / "ais.png")
     with pytest.raises(ValueError, match="or an AISResult alone"):
         plotting.plot_ais_convergence([10, 20], [1.0, 2.0])
+
+
+def test_the_ais_figure_names_its_run_and_the_highest_floor_without_flattening_the_curve(
+        tmp_path, monkeypatch):
+    """A cold review: the floor drawn was the weights' record's, not the run's highest (one 2.8
+    nats above the estimate went unseen); a floor 47 nats below flattened the curve; a title
+    named the temperatures of a record newer than the weights; titles were cut off."""
+    from irbm.plotting import run
+    record = {"n_chains": 100, "path": "linear:data", "base": "data", "n_betas": 128000,
+              "model_file": "model.safetensors", "epoch": 1000, "model_sha256": "a"}
+    assert run._ais_title(record, 100) == ("AIS estimate of ln Z (linear path, data base, "
+                                           "128000 temperatures; latest model, epoch 1000)")
+    assert run._ais_title(record, 4000) == "AIS estimate of ln Z"  # older weights
+    assert run._ais_title({**record, "base": None}, 100).startswith(
+        "AIS estimate of ln Z (linear path, 128000 temperatures;")
+    monkeypatch.setattr(run.runs, "read_evaluations", lambda run_dir: [
+        {"model_sha256": "a", "log_z_floor": 2191.08}, {"model_sha256": "b", "log_z_floor": 9e9},
+        {"model_sha256": "a", "log_z_floor": 2243.09}, {"model_sha256": "a"}])
+    assert run._highest_floor(tmp_path, record) == 2243.09
+    curve = ([10, 100], [2240.0, 2240.3], [2239.5, 2240.0], [2240.4, 2240.6])
+    above = plotting.plot_ais_convergence(*curve, floor=2243.09)
+    assert any(line.get_label().startswith("certain floor") for line in above.axes[0].get_lines())
+    below = plotting.plot_ais_convergence(*curve, floor=2193.0, title="x " * 60)
+    axes = below.axes[0]
+    assert not any(line.get_label().startswith("certain floor") for line in axes.get_lines())
+    assert axes.get_ylim()[0] > 2230  # the curve keeps its scale
+    assert any("certain floor of ln Z = 2193, below the estimates" in text
+               for text in all_texts(below))
+    assert "\n" in axes.get_title()  # a long title wraps, not cut at the edges
+    # The same for an image figure a few images wide.
+    narrow = plotting.image_grid(binary_data(4).numpy(), (4, 4), title="samples " * 12)
+    assert "\n" in narrow._suptitle.get_text()
+
+
+def test_stale_samples_are_titled_with_the_model_they_came_from(tmp_path, monkeypatch):
+    from irbm.plotting import run
+    model = random_model("rbm").float()
+    irbm.save(model, tmp_path / "model.safetensors", extra={"epoch": 5})
+    runs.write_json(tmp_path / runs.HISTORY_FILE, {"history": [], "size_history": []})
+    np.savez(tmp_path / runs.SAMPLES_FILE, samples=binary_data(4).numpy().astype(np.uint8),
+             model_file=np.array("best.safetensors"), epoch=np.array(3),
+             n_steps=np.array(50), init=np.array("random"), z_max_init=np.array(False))
+    titles = []
+    original = run.plot_samples
+    monkeypatch.setattr(run, "plot_samples", lambda *a, **o: titles.append(o["title"]) or
+                        original(*a, **o))
+    plotting.figures_for_run(tmp_path, TinyDataset())
+    assert titles == ["RBM samples (50 Gibbs steps from noise, irbm sample; best model, "
+                      "epoch 3)"]

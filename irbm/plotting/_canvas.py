@@ -7,6 +7,7 @@ soon as the caller drops them.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -153,22 +154,40 @@ def pixel_caption(one_means: str | None = None) -> str:
     return f"white = 1 ({one_means}), black = 0" if one_means else "white = 1, black = 0"
 
 
-def heading_inches(title: str | None, caption: str | None) -> float:
-    """Height taken at the top of a figure by `add_heading` with these texts."""
+def wrap_text(text: str, width_inches: float | None, fontsize: float) -> str:
+    """``text`` broken into lines that fit ``width_inches`` at ``fontsize`` points (a title
+    naming the model, path and temperatures was cut off at both edges of a narrow figure);
+    None: as it is."""
+    if width_inches is None:
+        return text
+    characters = max(16, int(width_inches * 72 / (0.55 * fontsize)))  # a character's mean width
+    return "\n".join(textwrap.fill(line, characters) for line in text.split("\n"))
+
+
+def heading_inches(title: str | None, caption: str | None, width: float | None = None) -> float:
+    """Height taken at the top of a figure ``width`` inches wide (None: one line each) by
+    `add_heading` with these texts."""
     if not (title or caption):
         return 0.0
-    return 0.1 + (TITLE_INCHES if title else 0.0) + (CAPTION_INCHES if caption else 0.0)
+    lines = wrap_text(title, width, 10).count("\n") + 1 if title else 0
+    captions = wrap_text(caption, width, 8).count("\n") + 1 if caption else 0
+    return 0.1 + TITLE_INCHES * lines + CAPTION_INCHES * captions
 
 
-def add_heading(figure, title: str | None, caption: str | None) -> None:
-    """The figure's title, and under it a smaller caption line, in the top `heading_inches`."""
-    height = figure.get_figheight()
+def add_heading(figure, title: str | None, caption: str | None, *, wrap: bool = False) -> None:
+    """The figure's title, and under it a smaller caption line, in the top `heading_inches`
+    (``wrap``: in as many lines as the figure's width needs, as `heading_inches` counted with
+    that width)."""
+    height, width = figure.get_figheight(), figure.get_figwidth() if wrap else None
+    lines = 0
     if title:
+        title = wrap_text(title, width, 10)
+        lines = title.count("\n") + 1
         figure.suptitle(title, y=1 - 0.05 / height, va="top", fontsize=10)
     if caption:
-        below = 0.05 + (TITLE_INCHES if title else 0.0)
-        figure.text(0.5, 1 - below / height, caption, ha="center", va="top", fontsize=8,
-                    color="0.25")
+        below = 0.05 + TITLE_INCHES * lines
+        figure.text(0.5, 1 - below / height, wrap_text(caption, width, 8), ha="center",
+                    va="top", fontsize=8, color="0.25")
 
 
 def mosaic_rgba(mosaic, value_range, border_color, cmap: str = BINARY_CMAP):
@@ -208,9 +227,9 @@ def mosaic_figure(mosaic, title, value_range, border_color, path, *, caption=Non
     under ``title`` and ``caption`` (one line each, both optional)."""
     scale = int(np.clip(_TARGET_PIXELS // max(mosaic.shape), 1, 12))
     width, height = mosaic.shape[1] * scale / DPI, mosaic.shape[0] * scale / DPI
-    top = heading_inches(title, caption)
+    top = heading_inches(title, caption, max(width, 1.0))
     figure = new_figure(max(width, 1.0), height + top)
     axes = figure.add_axes((0, 0, 1, height / (height + top)))
     draw_mosaic(axes, mosaic, value_range, border_color, cmap=cmap)
-    add_heading(figure, title, caption)
+    add_heading(figure, title, caption, wrap=True)
     return finish_figure(figure, path)

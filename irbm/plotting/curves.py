@@ -8,7 +8,7 @@ import os
 import numpy as np
 from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, StrMethodFormatter
 
-from ._canvas import as_numpy, finish_figure, new_figure
+from ._canvas import as_numpy, finish_figure, new_figure, wrap_text
 
 __all__ = ["plot_size_history", "plot_ais_convergence", "plot_training_curves"]
 
@@ -42,6 +42,8 @@ def plot_size_history(epochs, sizes, path=None, *, title=None, mark_epoch=None):
     axes.annotate(f"{int(sizes[-1])} units", (epochs[-1], sizes[-1]), textcoords="offset points",
                   xytext=(-4, 6), ha="right")
     _mark(axes, mark_epoch, epochs)
+    if any(line.get_label().startswith("the model drawn") for line in axes.get_lines()):
+        axes.legend(fontsize=8, loc="lower right")  # what the dashed line is
     axes.set_xlabel("epoch")
     axes.set_ylabel("hidden units l")
     axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # no epoch 2.5
@@ -104,9 +106,14 @@ def plot_ais_convergence(n_chains, log_z=None, log_z_low=None, log_z_high=None, 
     if not np.isfinite(log_z).any():
         raise ValueError("log_z has no finite value: nothing to draw")
 
-    finite = np.concatenate([values[np.isfinite(values)] for values in (log_z, low, high)]
-                            + [np.array([float(value)]) for value in (exact, floor)
-                               if value is not None and np.isfinite(value)])
+    estimates = np.concatenate([values[np.isfinite(values)] for values in (log_z, low, high)])
+    # A floor below the estimates is no news and would flatten them (26-47 nats below on
+    # trained models): noted, not drawn; one above them is what the figure must show.
+    floor = None if floor is None or not np.isfinite(floor) else float(floor)
+    floor_below = floor is not None and floor < estimates.min()
+    finite = np.concatenate([estimates] + [np.array([float(value)]) for value in
+                                           (exact, None if floor_below else floor)
+                                           if value is not None])
     spread = finite.max() - finite.min()
     padding = 0.1 * spread if spread > 0 else max(1.0, 0.01 * abs(finite.max()))
     bottom, top = finite.min() - padding, finite.max() + padding
@@ -123,10 +130,12 @@ def plot_ais_convergence(n_chains, log_z=None, log_z_low=None, log_z_high=None, 
     if exact is not None:
         axes.axhline(float(exact), color="black", linestyle="--", linewidth=1,
                      label=f"exact ln Z = {float(exact):.4g}")
-    if floor is not None and np.isfinite(floor):
-        axes.axhline(float(floor), color="tab:red", linestyle=":", linewidth=1.2,
-                     label=f"certain floor of ln Z = {float(floor):.6g}")
     notes = []
+    if floor is not None and not floor_below:
+        axes.axhline(floor, color="tab:red", linestyle=":", linewidth=1.2,
+                     label=f"certain floor of ln Z = {floor:.6g}")
+    elif floor_below:
+        notes.append(f"certain floor of ln Z = {floor:.6g}, below the estimates")
     if low_infinite.any():
         axes.plot(n_chains[low_infinite], np.full(low_infinite.sum(), bottom), linestyle="none",
                   marker="v", markersize=8, color="tab:red", clip_on=False,
@@ -154,7 +163,7 @@ def plot_ais_convergence(n_chains, log_z=None, log_z_low=None, log_z_high=None, 
     axes.set_ylabel("ln Z")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8, loc="best")
-    axes.set_title(title or "AIS estimate of ln Z")
+    axes.set_title(wrap_text(title or "AIS estimate of ln Z", 6.0, 12))
     figure.tight_layout()
     return finish_figure(figure, path)
 

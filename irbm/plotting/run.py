@@ -20,9 +20,36 @@ __all__ = ["figures_for_run", "model_description", "sample_description"]
 _QUICK_SAMPLES, _QUICK_STEPS = 16, 1000
 
 
-def model_description(file_name: str, epoch) -> str:
-    """Which of a run's models a figure shows: "best model, epoch 10"."""
-    return f"{file_name.split('.')[0]} model" + ("" if epoch is None else f", epoch {epoch}")
+def model_description(file_name: str | None, epoch) -> str:
+    """Which of a run's models a figure shows: "best model, epoch 10" (best.safetensors),
+    "latest model, epoch 30" (model.safetensors)."""
+    name = "best" if str(file_name).startswith("best") else "latest"
+    return f"{name} model" + ("" if epoch is None else f", epoch {epoch}")
+
+
+def _ais_title(record: dict | None, n_chains: int) -> str:
+    """Which run the weights are of (a later evaluation by another path replaced them); the
+    record's details only where its chains are the file's (weights older than the record
+    were titled with its temperatures)."""
+    if record is None or record.get("n_chains") != n_chains:
+        return "AIS estimate of ln Z"
+    details = [f"{str(record.get('path') or 'linear').split(':')[0]} path"] + [
+        f"{value} {what}" for value, what in ((record.get("base"), "base"),
+                                              (record.get("n_betas"), "temperatures"))
+        if value is not None]
+    return (f"AIS estimate of ln Z ({', '.join(details)}; "
+            f"{model_description(record.get('model_file'), record.get('epoch'))})")
+
+
+def _highest_floor(run_dir, record: dict | None) -> float | None:
+    """The highest certain floor of ln Z any evaluation of the weights' model found (a later
+    --floor-chains record may hold one far above the weights' own)."""
+    if record is None:
+        return None
+    floors = [r.get("log_z_floor") for r in runs.read_evaluations(run_dir)
+              if r.get("model_sha256") == record.get("model_sha256")]
+    floors = [floor for floor in floors if isinstance(floor, (int, float))]
+    return max(floors, default=None)
 
 
 def sample_description(n_steps: int, init: str, z_max_init: bool) -> str:
@@ -67,6 +94,10 @@ def figures_for_run(run_dir, dataset, *, device=None, stale=(), which="best") ->
             how = (sample_description(int(stored["n_steps"]), str(stored["init"]),
                                       bool(stored["z_max_init"])) + ", irbm sample"
                    if "n_steps" in stored else "from irbm sample")
+            # Of the model they were drawn from (--allow-stale draws an earlier model's).
+            epoch = int(stored["epoch"]) if "epoch" in stored else -1
+            samples_of = model_description(str(stored["model_file"]), None if epoch < 0
+                                           else epoch) if "model_file" in stored else of_model
     else:
         generator = torch.Generator(device=model.device).manual_seed(0)
         # Ordered models without a tail mix slowly from noise: the paper starts them at z = K.
@@ -74,10 +105,11 @@ def figures_for_run(run_dir, dataset, *, device=None, stale=(), which="best") ->
         images = sample(model, _QUICK_SAMPLES, _QUICK_STEPS, generator=generator,
                         z_max_init=start_at_k).samples.cpu().numpy()
         how = sample_description(_QUICK_STEPS, "random", start_at_k)
+        samples_of = of_model
     # Binary states, not P(v | h) of the last step: that mean is a smooth blur for chains at
     # small z and hid what the chains actually produce.
     plot_samples(images, shape, keep("samples.png"), order=order, one_means=one_means,
-                 title=f"{model.display_name} samples ({how}; {of_model})")
+                 title=f"{model.display_name} samples ({how}; {samples_of})")
     if model.has_z:
         test = torch.as_tensor(dataset.test[:2000] if len(dataset.test) else dataset.train[:2000])
         # The paper's first row is unstructured noise, whose P(z|v) peaks at small z.
@@ -106,13 +138,7 @@ def figures_for_run(run_dir, dataset, *, device=None, stale=(), which="best") ->
         record = runs.weights_record(run_dir)
         exact = record["log_z"] if record and record.get("log_z_source") == "exact" else None
         if len(log_weights) >= 2:
-            # Which run it is: a later evaluation by another path replaced the weights.
-            title = "AIS estimate of ln Z" + ("" if record is None else (
-                f" ({str(record.get('path', 'linear')).split(':')[0]} path, "
-                f"{record.get('base')} base, {record.get('n_betas')} temperatures; "
-                f"{model_description(record.get('model_file', 'model'), record.get('epoch'))})"
-            ))
             plot_ais_convergence(*convergence_curve(log_weights), keep("ais_convergence.png"),
-                                 exact=exact, title=title,
-                                 floor=None if record is None else record.get("log_z_floor"))
+                                 exact=exact, title=_ais_title(record, len(log_weights)),
+                                 floor=_highest_floor(run_dir, record))
     return written
