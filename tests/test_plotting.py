@@ -599,6 +599,15 @@ def test_the_ais_figure_names_its_run_and_the_highest_floor_without_flattening_t
         {"model_sha256": "a", "log_z_floor": 2191.08}, {"model_sha256": "b", "log_z_floor": 9e9},
         {"model_sha256": "a", "log_z_floor": 2243.09}, {"model_sha256": "a"}])
     assert run._highest_floor(tmp_path, record) == 2243.09
+    # A nan floor would win max(); records of older versions name no model, so only the
+    # weights' own floor is theirs (another model's was drawn, 17 nats above: a review).
+    monkeypatch.setattr(run.runs, "read_evaluations", lambda run_dir: [
+        {"model_sha256": "a", "log_z_floor": float("nan")},
+        {"model_sha256": "a", "log_z_floor": 72.5}, {"model_sha256": "a", "log_z_floor": True}])
+    assert run._highest_floor(tmp_path, record) == 72.5
+    monkeypatch.setattr(run.runs, "read_evaluations", lambda run_dir: [
+        {"log_z_floor": 90.0}, {"log_z_floor": 70.0}])
+    assert run._highest_floor(tmp_path, {"log_z_floor": 70.0}) == 70.0
     curve = ([10, 100], [2240.0, 2240.3], [2239.5, 2240.0], [2240.4, 2240.6])
     above = plotting.plot_ais_convergence(*curve, floor=2243.09)
     assert any(line.get_label().startswith("certain floor") for line in above.axes[0].get_lines())

@@ -24,6 +24,7 @@ DPI = 100
 # Largest side of a mosaic, in screen pixels, before integer upscaling stops.
 _TARGET_PIXELS = 800
 TITLE_INCHES = 0.3
+_LINE_INCHES = {10: 1.25 * 10 / 72, 8: 1.25 * 8 / 72}  # a wrapped line at 10 and 8 points
 CAPTION_INCHES = 0.22
 # The one color convention of every figure: binary images and probabilities in gray levels with
 # 1 white and 0 black; filters in a diverging map, zero white, positive red, negative blue.
@@ -160,7 +161,8 @@ def wrap_text(text: str, width_inches: float | None, fontsize: float) -> str:
     None: as it is."""
     if width_inches is None:
         return text
-    characters = max(16, int(width_inches * 72 / (0.55 * fontsize)))  # a character's mean width
+    # 0.62 em: DejaVu's capitals and digits; a floor of 8 keeps a word or two on a line.
+    characters = max(8, int(width_inches * 72 / (0.62 * fontsize)))
     return "\n".join(textwrap.fill(line, characters) for line in text.split("\n"))
 
 
@@ -171,7 +173,9 @@ def heading_inches(title: str | None, caption: str | None, width: float | None =
         return 0.0
     lines = wrap_text(title, width, 10).count("\n") + 1 if title else 0
     captions = wrap_text(caption, width, 8).count("\n") + 1 if caption else 0
-    return 0.1 + TITLE_INCHES * lines + CAPTION_INCHES * captions
+    # The first line of each takes its full height; a wrapped line about 1.25 em more.
+    return (0.1 + (TITLE_INCHES + _LINE_INCHES[10] * (lines - 1) if lines else 0.0)
+            + (CAPTION_INCHES + _LINE_INCHES[8] * (captions - 1) if captions else 0.0))
 
 
 def add_heading(figure, title: str | None, caption: str | None, *, wrap: bool = False) -> None:
@@ -185,7 +189,7 @@ def add_heading(figure, title: str | None, caption: str | None, *, wrap: bool = 
         lines = title.count("\n") + 1
         figure.suptitle(title, y=1 - 0.05 / height, va="top", fontsize=10)
     if caption:
-        below = 0.05 + TITLE_INCHES * lines
+        below = 0.05 + (TITLE_INCHES + _LINE_INCHES[10] * (lines - 1) if lines else 0.0)
         figure.text(0.5, 1 - below / height, wrap_text(caption, width, 8), ha="center",
                     va="top", fontsize=8, color="0.25")
 

@@ -43,7 +43,7 @@ def plot_size_history(epochs, sizes, path=None, *, title=None, mark_epoch=None):
                   xytext=(-4, 6), ha="right")
     _mark(axes, mark_epoch, epochs)
     if any(line.get_label().startswith("the model drawn") for line in axes.get_lines()):
-        axes.legend(fontsize=8, loc="lower right")  # what the dashed line is
+        axes.legend(fontsize=8, loc="best")  # what the dashed line is
     axes.set_xlabel("epoch")
     axes.set_ylabel("hidden units l")
     axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # no epoch 2.5

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -46,9 +47,13 @@ def _highest_floor(run_dir, record: dict | None) -> float | None:
     --floor-chains record may hold one far above the weights' own)."""
     if record is None:
         return None
-    floors = [r.get("log_z_floor") for r in runs.read_evaluations(run_dir)
-              if r.get("model_sha256") == record.get("model_sha256")]
-    floors = [floor for floor in floors if isinstance(floor, (int, float))]
+    # Records of older irbm versions name no model: only the weights' own floor is theirs.
+    same = [r for r in runs.read_evaluations(run_dir)
+            if r.get("model_sha256") == record.get("model_sha256")] \
+        if record.get("model_sha256") is not None else [record]
+    floors = [r.get("log_z_floor") for r in same]
+    floors = [floor for floor in floors if isinstance(floor, (int, float))
+              and not isinstance(floor, bool) and math.isfinite(floor)]  # nan would win max
     return max(floors, default=None)
 
 
