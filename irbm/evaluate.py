@@ -58,6 +58,12 @@ from .floor import FLOOR_STEPS, free_energies, sampled_log_partition_floor
 from .models import require_finite_parameters, require_full_precision
 from .tempering import estimate_log_partition_tempering
 
+# What `from irbm.evaluate import *` gives, and the module's public names.
+__all__ = [
+    "nll", "ais_nll", "raise_nll", "bracket_nll", "bdmc_log_partition", "cross_check",
+    "free_energies", "NLLEstimate", "RAISEEstimate", "Bracket", "BracketUnfinished",
+    "BRACKET_CHAINS", "RAISE_REPEATS", "DEFAULT_TOLERANCE", "EXACT_TERMS"]
+
 # Models whose ln Z sums at most this many terms (hidden configurations with z, or visible
 # vectors) have their exact NLL computed too: about a second at 784 visible units.
 EXACT_TERMS = 2**20

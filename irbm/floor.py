@@ -14,6 +14,9 @@ import math
 import numpy as np
 import torch
 
+# What `from irbm.floor import *` gives, and the module's public names.
+__all__ = ["free_energies", "sampled_log_partition_floor", "log_partition_floor", "FLOOR_STEPS"]
+
 # Gibbs steps of the floor's chains in a bracket (`irbm.evaluate.bracket_nll`).
 FLOOR_STEPS = 300
 # Starts descended together (`EnergyModel.descend_hidden`), and the most values (rows x units)

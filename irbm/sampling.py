@@ -16,6 +16,9 @@ from tqdm.auto import tqdm
 from ._threads import chooses_threads
 from .models import EnergyModel, bernoulli, require_finite_parameters
 
+# What `from irbm.sampling import *` gives, and the module's public names.
+__all__ = ["sample", "SampleResult", "INITIALIZATIONS"]
+
 INITIALIZATIONS = ("random", "data")
 
 

@@ -35,6 +35,9 @@ from ._threads import chooses_threads
 from .ais import make_betas, make_path, resolve_base, tuned_betas
 from .models import UniformSource, require_finite_parameters, require_full_precision
 
+# What `from irbm.tempering import *` gives, and the module's public names.
+__all__ = ["estimate_log_partition_tempering", "TemperingResult", "bar_log_ratio"]
+
 
 @dataclass
 class TemperingResult:

@@ -28,6 +28,11 @@ from .kernels import PhiloxGenerator
 from .models import EnergyModel, check_device
 from .optim import Optimizer
 
+# What `from irbm.training import *` gives, and the module's public names.
+__all__ = [
+    "Trainer", "Callback", "CheckpointEvery", "TrainingConfig", "AVERAGE_DIR",
+    "GROWTH_RULES", "RULES", "RANDOM_STREAMS"]
+
 _MONITOR_ROWS = 2000  # examples used for the per-epoch metrics on the training set
 GROWTH_RULES = ("any", "paired", "chains", "data", "expected")
 # The rules each option of the trainer takes, irbm's first (the authors' code's second where

@@ -57,6 +57,11 @@ from .settings import (
 from .sweep_table import expand_sweeps
 from .training import AVERAGE_DIR, Callback, CheckpointEvery, Trainer
 
+# What `from irbm.workflows import *` gives, and the module's public names.
+__all__ = [
+    "settings_for", "train_run", "evaluate_run", "cross_check_run", "floor_run",
+    "sample_run", "plot_run", "report_runs", "independent_pixels_nll"]
+
 logger = logging.getLogger(__name__)
 
 

@@ -121,3 +121,15 @@ def test_every_documented_submodule_is_reachable_after_a_plain_import():
     assert {"tempering", "bracket", "runs", "strategies"} <= {r.split(".")[0] for r in references}
     code = "import irbm\n" + "".join(f"irbm.{reference}\n" for reference in references)
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPOSITORY)
+
+
+def test_the_public_modules_say_what_a_star_import_gives():
+    """`from irbm.evaluate import *` brought torch, numpy, tqdm and private helpers (an API
+    review): the user-facing modules name their public names, and each exists."""
+    import importlib
+    for name in ("evaluate", "sampling", "tempering", "floor", "training", "workflows"):
+        module = importlib.import_module(f"irbm.{name}")
+        assert module.__all__ and all(hasattr(module, item) for item in module.__all__), name
+        namespace = {}
+        exec(f"from irbm.{name} import *", namespace)
+        assert not {"torch", "np", "tqdm", "math"} & set(namespace), name
