@@ -232,8 +232,13 @@ def mosaic_figure(mosaic, title, value_range, border_color, path, *, caption=Non
     scale = int(np.clip(_TARGET_PIXELS // max(mosaic.shape), 1, 12))
     width, height = mosaic.shape[1] * scale / DPI, mosaic.shape[0] * scale / DPI
     top = heading_inches(title, caption, max(width, 1.0))
-    figure = new_figure(max(width, 1.0), height + top)
-    axes = figure.add_axes((0, 0, 1, height / (height + top)))
+    # Two pixels round the image: the frame, drawn on the axes' edge, lost its right and
+    # bottom halves at the figure's edge. Whole pixels, so each image pixel stays a block.
+    margin = 2 / DPI
+    figure = new_figure(max(width, 1.0) + 2 * margin, height + top + margin)
+    full_width, full_height = figure.get_figwidth(), figure.get_figheight()
+    axes = figure.add_axes((margin / full_width, margin / full_height,
+                            1 - 2 * margin / full_width, height / full_height))
     draw_mosaic(axes, mosaic, value_range, border_color, cmap=cmap)
     add_heading(figure, title, caption, wrap=True)
     return finish_figure(figure, path)
