@@ -603,6 +603,9 @@ def estimate_log_partition(model, n_chains: int = 100, n_betas=None, *, betas=No
         raise ValueError(f"chain_batch_size must be >= 1, got {chain_batch_size}")
     if seed is not None and generator is not None:
         raise ValueError("give either seed or generator, not both")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got "  # not .device
+                        f"{type(generator).__name__} (a seed is seed=)")
     if checkpoint_path is not None and seed is None:
         raise ValueError("resuming from checkpoint_path needs an explicit integer seed")
     if seed is None:

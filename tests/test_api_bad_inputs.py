@@ -369,3 +369,14 @@ def test_numpy_dtypes_are_taken_and_a_bracket_of_no_rows_is_refused_by_what_it_n
         irbm.RBM(4, 2, dtype=np.int64)
     with pytest.raises(ValueError, match=r"a bracket needs at least 2 rows of data"):
         bracket_nll(irbm.RBM(4, 2), torch.zeros(0, 4), base_data=None)
+
+
+def test_an_int_where_a_generator_goes_is_named_with_the_fix():
+    """AttributeError: 'int' object has no attribute 'device' (an API review)."""
+    with pytest.raises(TypeError, match=r"generator must be a torch.Generator or None, got int "
+                                        r"\(a seed: torch.Generator\(\).manual_seed\(seed\)\)"):
+        irbm.RBM(6, 3, generator=0)
+    with pytest.raises(TypeError, match=r"got int \(a seed is seed=\)"):
+        irbm.ais.estimate_log_partition(irbm.RBM(6, 3), 4, 10, base="model", generator=3)
+    seeded = irbm.RBM(6, 3, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(seeded.W, irbm.RBM(6, 3).W)  # the default is seed 0

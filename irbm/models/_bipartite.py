@@ -69,6 +69,10 @@ class BipartiteModel(EnergyModel):
         a fixed seed (0) keeps construction deterministic."""
         if generator is None:
             generator = torch.Generator().manual_seed(0)
+        elif not isinstance(generator, torch.Generator):  # an int failed on .device
+            raise TypeError(f"generator must be a torch.Generator or None, got "
+                            f"{type(generator).__name__} (a seed: "
+                            "torch.Generator().manual_seed(seed))")
         with torch.no_grad():
             noise = torch.randn(self.W.shape, generator=generator, dtype=self.W.dtype,
                                 device=generator.device)
