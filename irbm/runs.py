@@ -39,7 +39,7 @@ from ._warn import warn_user
 from .ais import estimate_log_partition
 from .datasets import LOADERS, dataset_name, load_dataset
 from .evaluate import nll
-from .models import family_class
+from .models import check_dtype, family_class
 from .settings import Settings
 from .training import AVERAGE_DIR, Callback, refuse_other_run
 
@@ -307,9 +307,9 @@ def _model_file(directory: Path, which: str) -> Path:
     return best if which == "best" and best.exists() else directory / ckpt.MODEL_FILE
 
 
-def run_model(directory, *, which="best", device=None):
+def run_model(directory, *, which="best", device=None, dtype=None):
     """(model, `ModelSource`): the run's best model when it has one (``which="best"``), else
-    its latest."""
+    its latest; ``dtype``, as `irbm.load` takes it (default: the saved one)."""
     directory = Path(directory)
     _require_directory(directory)
     path = _model_file(directory, which)
@@ -317,10 +317,14 @@ def run_model(directory, *, which="best", device=None):
         raise ValueError(f"{directory} holds no model yet ({path.name}): no epoch of its "
                          "training finished (it was stopped or diverged in the first); run "
                          "`irbm train` on it again (a smaller --lr if it diverged)")
+    if dtype is not None:
+        check_dtype(dtype)  # before the file is read
     tensors, metadata = ckpt.read_checkpoint(path)
     check_recorded_model(directory, metadata.get("model"), path.name)
     model = ckpt.model_from_tensors(tensors, metadata, device=device)
-    return model, ModelSource(path.name, metadata.get("epoch"), model_digest(model))
+    source = ModelSource(path.name, metadata.get("epoch"), model_digest(model))
+    # The digest is of the model as saved, which the run's records name, whatever dtype.
+    return (model if dtype is None else model.to(dtype=check_dtype(dtype))), source
 
 
 def check_recorded_model(directory, model_config, file_name: str):
@@ -350,9 +354,10 @@ def check_recorded_model(directory, model_config, file_name: str):
                          "directory")
 
 
-def load_run_model(directory, *, which="best", device=None):
-    """The run's best model when it has one (``which="best"``), else its latest."""
-    return run_model(directory, which=which, device=device)[0]
+def load_run_model(directory, *, which="best", device=None, dtype=None):
+    """The run's best model when it has one (``which="best"``), else its latest; ``dtype``
+    as `irbm.load` takes it (default: the saved one)."""
+    return run_model(directory, which=which, device=device, dtype=dtype)[0]
 
 
 def _current_source(directory: Path, file_name: str, cache: dict) -> ModelSource | None:

@@ -59,6 +59,20 @@ def test_a_which_typo_is_refused_not_taken_for_latest(tmp_path):
         irbm.runs.load_run_model(tmp_path / "run", which="newest")
 
 
+def test_a_runs_model_loads_in_another_dtype_as_irbm_load_does(tmp_path):
+    """load_run_model had no dtype, which irbm.load has (an API review); the source's digest
+    stays the saved model's, which the run's records name."""
+    trainer = Trainer(irbm.RBM(6, 3), progress=False)
+    trainer.fit(DATA, 1, callbacks=[irbm.training.CheckpointEvery(tmp_path / "run")])
+    wide, source = irbm.runs.run_model(tmp_path / "run", which="latest", dtype="float64")
+    saved, saved_source = irbm.runs.run_model(tmp_path / "run", which="latest")
+    assert wide.dtype == torch.float64 and saved.dtype == torch.float32
+    assert source.sha256 == saved_source.sha256
+    torch.testing.assert_close(wide.W, saved.W.double())
+    with pytest.raises(ValueError, match="dtype must be a torch floating-point dtype"):
+        irbm.runs.load_run_model(tmp_path / "run", dtype="int8")
+
+
 def test_seed_none_is_a_fresh_seed_for_tempering_and_the_floor():
     """It failed inside them (None + 1; manual_seed(None)), where the estimators of ln Z take
     None as a fresh random seed."""
