@@ -365,7 +365,9 @@ def bdmc_log_partition(model, samples, *, betas, base=None, path=None, base_data
     ----------
     samples : Tensor (S, n_visible), binary
     betas : array (M + 1,) from 0 to 1
-    base, path, base_data, seed, progress, threads : as in `raise_nll`.
+    base, path, base_data, threads : as in `raise_nll`.
+    seed, progress : as in `raise_nll`, but 0 and False by default (it runs inside a
+        cross-check, whose result must be reproducible and whose own bar shows progress).
     n_clusters : int
         Samples come in S / n_clusters rounds of n_clusters chains (sample s from chain
         s mod n_clusters): the standard error treats each chain's samples as one draw.
