@@ -217,3 +217,28 @@ def test_validating_an_average_nobody_keeps_records_nothing(tmp_path):
                                                     n_chains=4, n_betas=10, averaged=True)])
     assert not (tmp_path / "average" / "validation.json").exists()
     assert "average_valid_nll" not in trainer.history[-1]
+
+
+def test_the_averaged_best_is_the_best_epochs_average_not_the_latest(tmp_path, monkeypatch):
+    """Validation NLL fell at every epoch of the test above, so keeping the latest average
+    would have passed it (a review): here epoch 2 of 3 is the best."""
+    from irbm import runs as runs_module
+    from irbm.runs import ValidateWithAIS
+    scores = iter([(5.0, 0.1), (3.0, 0.1), (4.0, 0.1)])
+    monkeypatch.setattr(runs_module, "nll", lambda model, rows, log_z: next(scores))
+    rows = torch.cat(prototype_batches()[:2]).double()
+    trainer = _trainer("rbm", 3)
+    averages = {}
+
+    class Keep(Callback):
+        def on_epoch_end(self, trainer, metrics):
+            averages[trainer.epoch] = trainer.averaged_model().state_dict()
+
+    trainer.fit(rows, 3, callbacks=[Keep(), ValidateWithAIS(tmp_path / "average", rows, 1,
+                                                           n_chains=4, n_betas=10,
+                                                           averaged=True, warn=False)])
+    tensors, metadata = ckpt.read_checkpoint(tmp_path / "average" / runs.BEST_FILE)
+    assert metadata["epoch"] == 2 and metadata["averaged"] is True
+    best = {name.removeprefix("model."): value for name, value in tensors.items()}
+    assert all(torch.equal(best[name], value) for name, value in averages[2].items())
+    assert not all(torch.equal(best[name], value) for name, value in averages[3].items())

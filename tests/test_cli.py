@@ -451,7 +451,9 @@ def test_sample_from_data_and_from_z_max(pipeline, tmp_path):
     assert_ok(run_cli(*common, "--init", "data", "--z-max-init", "--seed", 3))
     with np.load(run_dir / "samples.npz") as stored:
         first = stored["samples"]
+        drawn = int(stored["n_steps"]), str(stored["init"]), bool(stored["z_max_init"])
     assert first.shape == (5, 64) and set(np.unique(first)) <= {0, 1}
+    assert drawn == (3, "data", True)  # what irbm plot's title says of them
     assert_ok(run_cli(*common, "--init", "data", "--z-max-init", "--seed", 3))
     with np.load(run_dir / "samples.npz") as stored:
         assert np.array_equal(stored["samples"], first)  # --seed makes it reproducible

@@ -111,6 +111,12 @@ def test_a_model_file_of_another_run_is_refused_by_name(run_dir, tmp_path):
     refused(run_dir, ["train", "rbm", "digits", "--out", run_dir, *TINY, "--epochs", 2,
                       "--average", 5, "--force"],
             [f"{run_dir / 'checkpoint.safetensors'} is not the model", "family 'orbm'"])
+    # Another number of hidden units of a family of fixed size, the family right.
+    wider = tmp_path / "wider"
+    assert_ok(run_cli("train", "rbm", "digits", "--out", wider, "--n-hidden", 9, *TINY[2:]))
+    shutil.copy(wider / "model.safetensors", run_dir / "model.safetensors")
+    refused(run_dir, ["evaluate", run_dir, *EVALUATE], ["n_hidden 9 where it records 8"])
+    shutil.copy(other / "model.safetensors", run_dir / "model.safetensors")
     # Another number of visible units, with the family right, is named too.
     record = json.loads((run_dir / "config.json").read_text())
     record["settings"]["family"], record["dataset"]["n_visible"] = "orbm", 63
@@ -819,7 +825,11 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
     (lambda record: record.update(bracket=5), "evaluation 1 has a bracket without numeric"),
     (lambda record: record.update(epoch="five"), "evaluation 1 has epoch 'five', not a whole"),
     (lambda record: record.update(log_z="abc"), "evaluation 1 has log_z 'abc', not a number"),
-    (lambda record: record.clear(), "evaluation 1 has log_z None, not a number")])
+    (lambda record: record.clear(), "evaluation 1 has log_z None, not a number"),
+    (lambda record: record.update(log_z=True), "evaluation 1 has log_z True, not a number"),
+    (lambda record: record.update(n_hidden=8.5), "evaluation 1 has n_hidden 8.5, not a whole"),
+    (lambda record: record.update(bracket={"optimistic": 1.0, "conservative": 2.0}),
+     "evaluation 1 has a bracket without numeric sides and a list of levels")])
 def test_a_hand_edited_evaluation_record_is_named_not_a_traceback(run_dir, tmp_path, edit,
                                                                    problem):
     """`irbm report` failed with AttributeError or TypeError on them, or printed the word in
@@ -831,6 +841,15 @@ def test_a_hand_edited_evaluation_record_is_named_not_a_traceback(run_dir, tmp_p
                     ["report", run_dir, "--out", tmp_path / "report", "--allow-stale"]):
         refused(run_dir, command, [f"{run_dir / 'evaluation.json'}: {problem}",
                                    "correct it, or delete the file and run `irbm evaluate`"])
+
+
+@pytest.mark.parametrize("payload, problem", [
+    ({"evaluations": {"log_z": 1.0}}, "not a list of records"),
+    ({"evaluations": ["text"]}, "evaluation 1 is not a record (a JSON object)")])
+def test_an_evaluation_file_of_another_form_is_named(run_dir, tmp_path, payload, problem):
+    (run_dir / "evaluation.json").write_text(json.dumps(payload))
+    refused(run_dir, ["report", run_dir, "--out", tmp_path / "report"],
+            [f"{run_dir / 'evaluation.json'}: {problem}"])
 
 
 def test_a_run_named_twice_is_one_row(run_dir, tmp_path, monkeypatch):

@@ -61,3 +61,23 @@ def test_only_orphans_of_the_same_file_are_removed(tmp_path):
     assert not dead.exists() and not old_unnamed.exists() and not old_elsewhere.exists()
     assert running.exists() and fresh_unnamed.exists() and fresh_elsewhere.exists()
     assert other_file.exists()  # model.b's, not model's
+
+
+def test_a_write_under_way_in_another_process_is_never_touched(tmp_path):
+    """Only the writer's own pid was alive in the test above: a live other process's
+    temporary file must stay (a review found that check untested)."""
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        under_way = tmp_path / f".model.{_HOST}-{alive.pid}-0123456789ab.tmp"
+        under_way.write_bytes(b"half")
+        old = time.time() - 7200
+        os.utime(under_way, (old, old))  # however old: its writer runs
+        with atomic_write(tmp_path / "model") as stream:
+            stream.write(b"whole")
+        assert under_way.exists()
+    finally:
+        alive.kill()
+        alive.wait()
+    with atomic_write(tmp_path / "model") as stream:  # its writer gone, it is an orphan
+        stream.write(b"again")
+    assert not under_way.exists()

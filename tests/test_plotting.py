@@ -540,11 +540,16 @@ def test_curves_mark_the_model_drawn_and_doubtful_validations():
     figure = plotting.plot_training_curves(history, mark_epoch=3)
     labels = [[line.get_label() for line in axes.get_lines()] for axes in figure.axes]
     doubted = [line for axes in figure.axes for line in axes.get_lines()
-               if line.get_label().startswith("unreliable AIS")]
-    doubted = [line for axes in figure.axes for line in axes.get_lines()
                if line.get_label().lstrip("_").startswith("unreliable")]
     assert len(doubted) == 2 and all(list(line.get_xdata()) == [2.0] for line in doubted)
     assert all("the model drawn (epoch 3)" in panel for panel in labels)
+    # Two doubted series in one panel (the raw and the averaged model's NLL): one legend entry.
+    both = plotting.plot_training_curves([{**row, "average_valid_nll": row["valid_nll"] + 1,
+                                           "average_log_z_reliable": False} for row in history])
+    (nll_panel,) = [axes for axes in both.axes
+                    if "validation NLL (AIS)" in [line.get_label() for line in axes.get_lines()]]
+    legend = [text.get_text() for text in nll_panel.get_legend().get_texts()]
+    assert legend.count("unreliable AIS (few effective chains)") == 1, legend
     # At the last epoch nothing is marked: the curves end at the model drawn.
     last = plotting.plot_training_curves(history, mark_epoch=4)
     assert not any(line.get_label().startswith("the model drawn")
@@ -608,6 +613,9 @@ def test_the_ais_figure_names_its_run_and_the_highest_floor_without_flattening_t
     monkeypatch.setattr(run.runs, "read_evaluations", lambda run_dir: [
         {"log_z_floor": 90.0}, {"log_z_floor": 70.0}])
     assert run._highest_floor(tmp_path, {"log_z_floor": 70.0}) == 70.0
+    monkeypatch.setattr(run.runs, "read_evaluations", lambda run_dir: [
+        {"model_sha256": "a", "log_z_floor": True}])  # JSON true is no floor (1.0)
+    assert run._highest_floor(tmp_path, record) is None
     curve = ([10, 100], [2240.0, 2240.3], [2239.5, 2240.0], [2240.4, 2240.6])
     above = plotting.plot_ais_convergence(*curve, floor=2243.09)
     assert any(line.get_label().startswith("certain floor") for line in above.axes[0].get_lines())

@@ -7,6 +7,7 @@ Tiny float64 block-diagonal models whose ln Z is enumerated, all three families.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 
 import numpy as np
@@ -242,6 +243,11 @@ def test_a_continued_bracket_is_the_one_an_uninterrupted_call_makes(monkeypatch)
     assert str(continued).endswith(f"200 temperatures, {continued.seconds:.0f} s in all, "
                                    f"{new_seconds:.0f} s in this call's 2 levels)")
     assert str(whole).endswith(f"200 temperatures, {whole.seconds:.0f} s)")
+    # With seconds that round apart (the levels above take well under one each).
+    timed = dataclasses.replace(continued, seconds=95.0, levels=[
+        {**level, "seconds": seconds} for level, seconds in zip(continued.levels,
+                                                               (20.0, 40.0, 12.4, 21.0))])
+    assert str(timed).endswith("200 temperatures, 95 s in all, 33 s in this call's 2 levels)")
     # The diagnostics are of the highest run this call made (stored levels keep no weights).
     highest = max(continued.levels[2:], key=lambda level: level["own_optimistic"])
     assert continued.ais.n_betas == highest["n_betas"]
