@@ -146,16 +146,17 @@ def plot_samples(samples, image_shape, path=None, *, n_columns=None, order="C", 
 
     tallest = max(mosaic.shape[0] for mosaic in mosaics.values())
     widths = [mosaic.shape[1] for mosaic in mosaics.values()]
-    panel_height, top = 3.0, heading_inches(title, caption) + 0.25  # + the panel labels
-    figure = new_figure(panel_height * sum(widths) / tallest + 0.3 * len(widths),
-                        panel_height + 0.5 + top)
+    panel_height = 3.0
+    figure_width = panel_height * sum(widths) / tallest + 0.3 * len(widths)
+    top = heading_inches(title, caption, figure_width) + 0.25  # + the panel labels
+    figure = new_figure(figure_width, panel_height + 0.5 + top)
     grid = figure.add_gridspec(1, len(mosaics), width_ratios=widths, wspace=0.08,
                                top=1 - top / figure.get_figheight(), bottom=0.02)
     for index, (label, mosaic) in enumerate(mosaics.items()):
         axes = figure.add_subplot(grid[0, index])
         draw_mosaic(axes, mosaic, (0.0, 1.0), "0.5")
         axes.set_title(str(label))
-    add_heading(figure, title, caption)
+    add_heading(figure, title, caption, wrap=True)
     return finish_figure(figure, path)
 
 
@@ -190,8 +191,10 @@ def plot_chain_evolution(snapshots, steps, image_shape, path=None, *, order="C",
     height, width = check_image_shape(image_shape, snapshots.shape[2])
     title = title or "Evolution of the Gibbs chains"
     caption = pixel_caption(one_means)
-    cell, left, bottom, top = 0.8, 0.5, 0.6, heading_inches(title, caption)
-    figure_width, figure_height = n_snapshots * cell + left + 0.1, n_chains * cell + bottom + top
+    cell, left, bottom = 0.8, 0.5, 0.6
+    figure_width = n_snapshots * cell + left + 0.1
+    top = heading_inches(title, caption, figure_width)
+    figure_height = n_chains * cell + bottom + top
     figure = new_figure(figure_width, figure_height)
     axes = figure.add_axes((left / figure_width, bottom / figure_height,
                             n_snapshots * cell / figure_width, n_chains * cell / figure_height))
@@ -199,5 +202,5 @@ def plot_chain_evolution(snapshots, steps, image_shape, path=None, *, order="C",
     axes.set_xticks(np.arange(n_snapshots) * (width + 1) + (width - 1) / 2, steps)
     axes.set_xlabel("Gibbs step")
     axes.set_ylabel("chain")
-    add_heading(figure, title, caption)
+    add_heading(figure, title, caption, wrap=True)
     return finish_figure(figure, path)

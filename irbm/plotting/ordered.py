@@ -111,7 +111,7 @@ def plot_p_z_given_v(model, examples, image_shape, path=None, *, order="C", titl
 
     title = title or f"P(z | v) of an {model.display_name} with {n_hidden} hidden units"
     caption = pixel_caption(one_means)
-    top = heading_inches(title, caption) + 0.2  # + the tail values above the first row
+    top = heading_inches(title, caption, 8.0) + 0.2  # + the tail values above the first row
     figure = new_figure(8.0, 1.1 * n_rows + 0.9 + top)
     grid = figure.add_gridspec(n_rows, 2, width_ratios=[1, 6], wspace=0.3, hspace=0.35,
                                top=1 - top / figure.get_figheight(),
@@ -146,7 +146,7 @@ def plot_p_z_given_v(model, examples, image_shape, path=None, *, order="C", titl
         label += (f"\naxis cut at z = {last} of l = {n_hidden}: "
                   f"P({last} < z ≤ l | v) ≤ {hidden:.1g} in every row")
     curve_axes.set_xlabel(label, fontsize=9)
-    add_heading(figure, title, caption)
+    add_heading(figure, title, caption, wrap=True)
     return finish_figure(figure, path)
 
 
@@ -282,8 +282,8 @@ def plot_top_inputs_by_z_interval(model, data, image_shape, path=None, *, interv
     title = title or f"Top {n_top} inputs maximizing P(a ≤ z < b | v)"
     caption = pixel_caption(one_means)
     cell, left, right, bottom, bar, gap = 0.6, 0.8, 0.2, 0.8, 1.2, 0.1
-    top_margin = heading_inches(title, caption) + 0.1
     width_inches = max(n_intervals * cell + left + right, 4.0)
+    top_margin = heading_inches(title, caption, width_inches) + 0.1
     height_inches = n_top * cell + bottom + bar + gap + top_margin
     figure = new_figure(width_inches, height_inches)
     image_axes = figure.add_axes((left / width_inches, bottom / height_inches,
@@ -305,5 +305,5 @@ def plot_top_inputs_by_z_interval(model, data, image_shape, path=None, *, interv
     bar_axes.set_ylim(0, max(float(averages.max()), 1e-12) * 1.25)
     bar_axes.tick_params(labelbottom=False, labelsize=7)
     bar_axes.set_ylabel("mean P(a≤z<b|v)", fontsize=8)
-    add_heading(figure, title, caption)
+    add_heading(figure, title, caption, wrap=True)
     return finish_figure(figure, path)
