@@ -47,15 +47,21 @@ def model_digest(model) -> str:
     return tensor_digest(*model.state_dict().values())
 
 
-def bracket_identity(model, *, data, base_data, pilot_data, trajectory, **settings) -> dict:
-    """What a bracket's draws depend on besides its levels' seeds: the model, its rows
-    (digests of their values), whether the fused kernels draw the chains, and ``settings``
-    (chains, rows, repeats, seed, routes, schedule, pilots, temperatures), as JSON values."""
+def bracket_fingerprint(model, *, data, base_data, trajectory) -> dict:
+    """Digests of what a bracket is of: the model's "parameters", its "data" rows, its "base
+    data" and its "trajectory" models (`Bracket.fingerprint`, which a resume must match)."""
+    return {"parameters": model_digest(model), "data": rows_digest(data),
+            "base data": rows_digest(base_data),
+            "trajectory": [model_digest(m) for m in trajectory or []]}
+
+
+def bracket_identity(model, *, fingerprint, pilot_data, **settings) -> dict:
+    """What a bracket's draws depend on besides its levels' seeds: the model and its rows
+    (``fingerprint``, `bracket_fingerprint`), the pilot rows, whether the fused kernels draw
+    the chains, and ``settings`` (chains, rows, repeats, seed, routes, schedule, pilots,
+    temperatures), as JSON values."""
     return json.loads(json.dumps({
-        "model": model.config(), "parameters": model_digest(model),
-        "data": rows_digest(data), "base data": rows_digest(base_data),
-        "pilot data": rows_digest(pilot_data),
-        "trajectory": [model_digest(m) for m in trajectory or []],
+        "model": model.config(), **fingerprint, "pilot data": rows_digest(pilot_data),
         "dtype": str(model.dtype), "device": model.device.type,
         "kernels": runs_on(torch.empty(1, dtype=model.dtype, device=model.device)),
         **settings}))

@@ -19,7 +19,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ._ais_chains import check_path, run_reverse_chains
-from ._bracket_work import LevelWork, bracket_identity, model_digest, rows_digest
+from ._bracket_work import LevelWork, bracket_fingerprint, bracket_identity
 from ._threads import chooses_threads
 from .ais import (
     AISResult,
@@ -607,9 +607,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = DEFAULT
         resume = resume.summary()
     require_full_precision(model.dtype, "a bracket")
     require_finite_parameters(model, "a bracket")
-    fingerprint = {"parameters": model_digest(model), "data": rows_digest(data),
-                   "base data": rows_digest(base_data),
-                   "trajectory": [model_digest(m) for m in trajectory or []]}
+    fingerprint = bracket_fingerprint(model, data=data, base_data=base_data,
+                                      trajectory=trajectory)
     if resume is not None:
         _refuse_another_bracket(resume, fingerprint, seed)
         stored = _stored_settings(resume)
@@ -660,8 +659,8 @@ def bracket_nll(model, data, *, base_data, rows=None, tolerance: float = DEFAULT
             tolerance=tolerance, max_betas=max_betas)
     resumed_levels, ais_kept = len(levels), None
     work = None if work_dir is None else LevelWork(work_dir, bracket_identity(
-        model, data=data, base_data=base_data, pilot_data=pilot_data, trajectory=trajectory,
-        chains=int(n_chains), rows=n_rows, **{"RAISE repeats": raise_repeats}, seed=seed,
+        model, fingerprint=fingerprint, pilot_data=pilot_data, chains=int(n_chains),
+        rows=n_rows, **{"RAISE repeats": raise_repeats}, seed=seed,
         bases=bases, paths=paths, schedule=schedule,
         **{"pilot temperatures": int(pilot_betas), "first level's temperatures":
            n_temperatures, "stored levels' temperatures": [
