@@ -61,8 +61,8 @@ from .tempering import estimate_log_partition_tempering
 # What `from irbm.evaluate import *` gives, and the module's public names.
 __all__ = [
     "nll", "ais_nll", "raise_nll", "bracket_nll", "bdmc_log_partition", "cross_check",
-    "free_energies", "NLLEstimate", "RAISEEstimate", "Bracket", "BracketUnfinished",
-    "BRACKET_CHAINS", "RAISE_REPEATS", "DEFAULT_TOLERANCE", "EXACT_TERMS"]
+    "free_energies", "NLLEstimate", "RAISEEstimate", "BDMCEstimate", "Bracket",
+    "BracketUnfinished", "BRACKET_CHAINS", "RAISE_REPEATS", "DEFAULT_TOLERANCE", "EXACT_TERMS"]
 
 # Models whose ln Z sums at most this many terms (hidden configurations with z, or visible
 # vectors) have their exact NLL computed too: about a second at 784 visible units.
@@ -227,6 +227,31 @@ class RAISEEstimate:
                 "repeat_gap": self.repeat_gap}
 
 
+@dataclass
+class BDMCEstimate:
+    """ln Z-hat = -ln mean_s exp(-d_s) from reverse chains started at samples of the model
+    (`bdmc_log_partition`): a stochastic upper bound of ln Z when the samples are exact draws.
+
+    Attributes
+    ----------
+    log_z, stderr : float
+        The estimate and its standard error (delta method over the samples' chains).
+    n_samples, n_betas : int
+        Samples annealed back to the base, and temperatures (0 and 1 included).
+    seconds : float
+    """
+
+    log_z: float
+    stderr: float
+    n_samples: int
+    n_betas: int
+    seconds: float
+
+    def summary(self) -> dict:
+        return {"log_z": self.log_z, "stderr": self.stderr, "n_samples": self.n_samples,
+                "n_betas": self.n_betas, "seconds": self.seconds}
+
+
 def repeat_gap(per_chain: torch.Tensor) -> float | None:
     """(R - 1) mean_n [lme(w_n) - mean_i lme(w_n without chain i)]: the jackknife estimate of
     the gap E ln p-hat still leaves below ln p for want of chains, from ``per_chain`` (N, R)
@@ -350,7 +375,7 @@ def raise_nll(model, data, *, n_betas=None, betas=None, seed=None, base=None, pa
 @chooses_threads(lambda a: len(a["samples"]))
 def bdmc_log_partition(model, samples, *, betas, base=None, path=None, base_data=None,
                        n_clusters: int = 1, seed: int = 0, progress: bool = False,
-                       threads=None) -> dict:
+                       threads=None) -> BDMCEstimate:
     """-ln mean_s exp(-d_s): ln Z-hat from reverse annealing started at draws from the model
     (BDMC, Grosse, Ghahramani & Adams 2015), with d_s = -ln p-hat(x_s) - F(x_s) from RAISE's
     chains (`raise_nll`) started at the samples (S, n_visible) instead of data rows.
@@ -374,8 +399,8 @@ def bdmc_log_partition(model, samples, *, betas, base=None, path=None, base_data
 
     Returns
     -------
-    dict: ``log_z``, ``stderr`` (delta method over the clusters), ``n_samples``, ``n_betas``,
-    ``seconds``.
+    BDMCEstimate: ``log_z``, ``stderr`` (delta method over the clusters), ``n_samples``,
+    ``n_betas``, ``seconds``; ``summary()`` gives them as a dict.
     """
     started = time.perf_counter()
     samples = model.check_visible(torch.as_tensor(samples))
@@ -394,8 +419,7 @@ def bdmc_log_partition(model, samples, *, betas, base=None, path=None, base_data
     clusters = weights.view(-1, n_clusters).mean(0) if n_clusters > 1 else weights
     stderr = (float(clusters.std(correction=1)) / math.sqrt(clusters.numel())
               / float(weights.mean())) if clusters.numel() > 1 else math.inf
-    return {"log_z": log_z, "stderr": stderr, "n_samples": n, "n_betas": estimate.n_betas,
-            "seconds": time.perf_counter() - started}
+    return BDMCEstimate(log_z, stderr, n, estimate.n_betas, time.perf_counter() - started)
 
 
 def cross_check(model, data, levels, *, base_data, bases, tempering=True, seed=0,
@@ -456,7 +480,7 @@ def cross_check(model, data, levels, *, base_data, bases, tempering=True, seed=0
         bdmc = bdmc_log_partition(model, result.samples, betas=betas, base=base, path=kind,
                                   base_data=base_data, n_clusters=result.n_ladders,
                                   seed=int(seed) + 9, progress=progress)
-        check["bdmc"] = {"nll": mean_free + bdmc["log_z"], **bdmc}
+        check["bdmc"] = {"nll": mean_free + bdmc.log_z, **bdmc.summary()}
     return check
 
 

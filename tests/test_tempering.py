@@ -115,7 +115,7 @@ def test_tempering_matches_the_exact_log_partition_at_full_size(family, options)
         assert result.summary()["passages"] == result.passages > 0
         bdmc = bdmc_log_partition(model, result.samples, betas=np.linspace(0, 1, 200),
                                   base="model", path=path, n_clusters=16, seed=1)
-        assert exact - 4 * bdmc["stderr"] - 0.05 < bdmc["log_z"] < exact + 1.0, (path, bdmc)
+        assert exact - 4 * bdmc.stderr - 0.05 < bdmc.log_z < exact + 1.0, (path, bdmc)
 
 
 @pytest.mark.parametrize("arguments, message", [
@@ -192,10 +192,12 @@ def test_bdmc_from_exact_samples_bounds_ln_z_from_above_and_is_tight(example):
                                    path=path, seed=2)
         tight = bdmc_log_partition(model, samples, betas=np.linspace(0, 1, 300), base="model",
                                    path=path, seed=2)
-        assert tight["n_samples"] == 1000 and tight["n_betas"] == 300
-        assert abs(tight["log_z"] - exact) < 4 * tight["stderr"] + 0.02, (path, tight, exact)
+        assert tight.n_samples == 1000 and tight.n_betas == 300
+        assert tight.summary() == {"log_z": tight.log_z, "stderr": tight.stderr,
+                                   "n_samples": 1000, "n_betas": 300, "seconds": tight.seconds}
+        assert abs(tight.log_z - exact) < 4 * tight.stderr + 0.02, (path, tight, exact)
         # Few temperatures: a looser bound, still above ln Z (beyond its noise).
-        assert short["log_z"] > exact - 3 * short["stderr"], (path, short, exact)
+        assert short.log_z > exact - 3 * short.stderr, (path, short, exact)
     with pytest.raises(ValueError, match="must divide"):
         bdmc_log_partition(model, samples, betas=np.linspace(0, 1, 3), base="model",
                            n_clusters=7)
