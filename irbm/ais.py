@@ -48,6 +48,14 @@ from .models import (
     require_full_precision,
 )
 
+# What `from irbm.ais import *` gives: the estimator, its result and schedules, and the
+# helpers a user reads a run with; the batch and checkpoint plumbing stays internal.
+__all__ = [
+    "estimate_log_partition", "AISResult", "OutOfTime", "Deadline", "effective_sample_size",
+    "default_betas", "make_betas", "tuned_betas", "thermodynamic_length",
+    "betas_of_equal_length", "data_base_rate", "descended_base_bias", "base_log_partition",
+    "log_mean_interval", "convergence_curve"]
+
 MIN_JUDGED_CHAINS = 30  # AIS chains below which the spread of the weights says too little
 
 

@@ -45,6 +45,14 @@ from dataclasses import dataclass, field
 
 import torch
 
+# What `from irbm.bracket import *` gives: the result, and the rules a stored bracket is judged
+# by (`rejudge` applies them all).
+__all__ = [
+    "Bracket", "BracketUnfinished", "rejudge", "verdict", "judge_conservative",
+    "refuted_by_check", "conditional_bracket", "control_variate", "pool_weights",
+    "pooled_log_z", "same_weights_move", "rising_routes", "overshoot_bound", "SCHEDULES",
+    "BRACKET_CHAINS", "RAISE_REPEATS"]
+
 # `irbm.evaluate.bracket_nll`'s temperature schedules (its ``schedule``).
 SCHEDULES = ("tuned", "tuned-forward", "uniform")
 

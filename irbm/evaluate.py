@@ -60,7 +60,7 @@ from .tempering import estimate_log_partition_tempering
 
 # What `from irbm.evaluate import *` gives, and the module's public names.
 __all__ = [
-    "nll", "ais_nll", "raise_nll", "bracket_nll", "bdmc_log_partition", "cross_check",
+    "nll", "ais_nll", "raise_nll", "bracket_nll", "bdmc_log_partition", "cross_check", "repeat_gap",
     "free_energies", "NLLEstimate", "RAISEEstimate", "BDMCEstimate", "Bracket",
     "BracketUnfinished", "BRACKET_CHAINS", "RAISE_REPEATS", "DEFAULT_TOLERANCE", "EXACT_TERMS"]
 

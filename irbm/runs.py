@@ -43,6 +43,12 @@ from .models import check_dtype, family_class
 from .settings import Settings
 from .training import AVERAGE_DIR, Callback, refuse_other_run
 
+# What `from irbm.runs import *` gives: reading a run directory, and the callbacks.
+__all__ = [
+    "read_settings", "run_model", "load_run_model", "load_run_dataset", "ModelSource",
+    "read_evaluations", "current_evaluation", "is_run", "require_run", "ValidateWithAIS",
+    "HistoryWriter", "StopOnNonFinite", "StopOnDivergence", "TrainingDiverged"]
+
 MARKER_FILE = "irbm-run.json"
 RUN_FORMAT, RUN_VERSION = "irbm-run", 1
 SWEEP_MARKER_FILE = "irbm-sweep.json"  # `irbm.sweep_table`'s; a sweep's trials are runs

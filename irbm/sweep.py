@@ -61,6 +61,8 @@ from . import runs, sweep_table, workflows
 from .datasets import LOADERS, check_dataset, dataset_name
 from .settings import SPECS, Settings, applicable, check_setting
 
+__all__ = ["run_sweep", "read_sweep", "trial_settings", "trial_name", "run_trial"]
+
 logger = logging.getLogger(__name__)
 
 EVALUATION_DEFAULTS = {"chains": 100, "betas": 1000, "seed": 0}

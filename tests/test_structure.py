@@ -127,9 +127,17 @@ def test_the_public_modules_say_what_a_star_import_gives():
     """`from irbm.evaluate import *` brought torch, numpy, tqdm and private helpers (an API
     review): the user-facing modules name their public names, and each exists."""
     import importlib
-    for name in ("evaluate", "sampling", "tempering", "floor", "training", "workflows"):
+    for name in ("evaluate", "sampling", "tempering", "floor", "training", "workflows", "ais",
+                 "runs", "bracket", "sweep"):
         module = importlib.import_module(f"irbm.{name}")
         assert module.__all__ and all(hasattr(module, item) for item in module.__all__), name
         namespace = {}
         exec(f"from irbm.{name} import *", namespace)
         assert not {"torch", "np", "tqdm", "math"} & set(namespace), name
+    # What the README tells users to call from a module with __all__ is among its names.
+    import re
+    readme = (REPOSITORY / "README.md").read_text()
+    for name, attribute in set(re.findall(r"\birbm\.([a-z]\w*)\.([A-Za-z]\w*)", readme)):
+        if (REPOSITORY / "irbm" / f"{name}.py").exists():
+            exported = getattr(importlib.import_module(f"irbm.{name}"), "__all__", None)
+            assert exported is None or attribute in exported, (name, attribute)
