@@ -19,6 +19,7 @@ from test_raise_schedule import _without_seconds
 
 import irbm.ais as ais
 import irbm.evaluate as evaluate
+import irbm.reverse as reverse
 from irbm.bracket import BracketUnfinished
 from irbm.evaluate import bracket_nll, raise_nll
 from irbm.models import block_diagonal
@@ -94,7 +95,7 @@ def test_an_interrupted_level_resumes_to_the_uninterrupted_bracket(
         if where == "ais":
             _interrupt_at(patch, ais, "run_chains", call)
         else:
-            _interrupt_at(patch, evaluate, "run_reverse_chains", call)
+            _interrupt_at(patch, reverse, "run_reverse_chains", call)
         with pytest.raises(KeyboardInterrupt):
             bracket_nll(model, rows, base_data=train, work_dir=work, **SETTINGS)
     assert (work / "settings.json").exists() and (work / "pilots.npz").exists()
@@ -105,12 +106,12 @@ def test_an_interrupted_level_resumes_to_the_uninterrupted_bracket(
     everything = _saved_seconds(work.glob("*.npz"))
     with monkeypatch.context() as patch:
         forward = _interrupt_at(patch, ais, "run_chains", 0)
-        reverse = _interrupt_at(patch, evaluate, "run_reverse_chains", 0)
+        backward = _interrupt_at(patch, reverse, "run_reverse_chains", 0)
         pilots = _interrupt_at(patch, evaluate, "thermodynamic_length", 0)
         echoed = []
         resumed = bracket_nll(model, rows, base_data=train, work_dir=work, echo=echoed.append,
                               **SETTINGS)
-    assert (len(pilots), len(forward), len(reverse)) == (0, forward_after, reverse_after)
+    assert (len(pilots), len(forward), len(backward)) == (0, forward_after, reverse_after)
     assert echoed[0].startswith("  each level: AIS (")  # what it runs, then where it goes on
     assert f"resuming the unfinished level from {work}" in echoed[1]
     assert _without_seconds(resumed.levels) == _without_seconds(whole.levels)
@@ -182,7 +183,7 @@ def test_another_brackets_work_is_refused_before_any_work(tmp_path, monkeypatch)
     model, rows, train = _model(), _data(4, 200, 0.5), _data(6, 300, 0.4)
     work = tmp_path / "work"
     with monkeypatch.context() as patch:
-        _interrupt_at(patch, evaluate, "run_reverse_chains", 1)
+        _interrupt_at(patch, reverse, "run_reverse_chains", 1)
         with pytest.raises(KeyboardInterrupt):
             bracket_nll(model, rows, base_data=train, work_dir=work, **SETTINGS)
     before = {path.name: path.read_bytes() for path in work.iterdir()}
@@ -248,14 +249,14 @@ def test_raise_resumes_from_its_saved_chain_batches(tmp_path, monkeypatch):
     whole = raise_nll(model, rows, **options)
     path = tmp_path / "raise.npz"
     with monkeypatch.context() as patch:
-        _interrupt_at(patch, evaluate, "run_reverse_chains", 3)
+        _interrupt_at(patch, reverse, "run_reverse_chains", 3)
         with pytest.raises(KeyboardInterrupt):
             raise_nll(model, rows, checkpoint_path=path, **options)
     with np.load(path) as saved:
         assert saved["batch_sizes"].tolist() == [15, 15]
         assert json.loads(str(saved["config"]))["n_repeats"] == 2
     with monkeypatch.context() as patch:
-        calls = _interrupt_at(patch, evaluate, "run_reverse_chains", 0)
+        calls = _interrupt_at(patch, reverse, "run_reverse_chains", 0)
         resumed = raise_nll(model, rows, checkpoint_path=path, **options)
     assert len(calls) == 2
     assert torch.equal(resumed.log_likelihoods, whole.log_likelihoods)
@@ -336,7 +337,7 @@ def test_ais_and_raise_give_the_deadline_their_batches_shapes(monkeypatch):
         return real(first, total, deadline, checkpoint_path, shapes)
 
     monkeypatch.setattr(ais, "run_batches", spy)
-    monkeypatch.setattr(evaluate, "run_batches", spy)
+    monkeypatch.setattr(reverse, "run_batches", spy)
     model, rows = _model(), _data(4, 7, 0.5)
     ais.estimate_log_partition(model, 12, n_betas=20, seed=3, chain_batch_size=5, base="model",
                                progress=False)

@@ -982,7 +982,7 @@ def test_an_interrupted_bracket_resumes_where_it_stopped(run_dir, monkeypatch, c
     under bracket_partial/; the same command resumes there, records the levels an
     uninterrupted call records, and removes the directory. Another bracket's command is
     refused while it is there, and nothing is touched."""
-    import irbm.evaluate as evaluate
+    import irbm.reverse as reverse
     from irbm.cli import main
     # The 2 s budget is for the levels; no batch is refused by its predicted time (a first
     # batch's compile would predict the rest too long on a busy machine; test_bracket_work).
@@ -997,7 +997,7 @@ def test_an_interrupted_bracket_resumes_where_it_stopped(run_dir, monkeypatch, c
     shutil.copytree(run_dir, uninterrupted)
     assert main(command(uninterrupted)) == 0
     expected = evaluations(uninterrupted)[-1]["bracket"]["levels"]
-    real, calls = evaluate.run_reverse_chains, []
+    real, calls = reverse.run_reverse_chains, []
 
     def interrupted(*args, **kwargs):  # RAISE's runs (its pilot calls irbm.ais's)
         calls.append(1)
@@ -1006,7 +1006,7 @@ def test_an_interrupted_bracket_resumes_where_it_stopped(run_dir, monkeypatch, c
         return real(*args, **kwargs)
 
     with monkeypatch.context() as patch:
-        patch.setattr(evaluate, "run_reverse_chains", interrupted)
+        patch.setattr(reverse, "run_reverse_chains", interrupted)
         capsys.readouterr()
         assert main(command(run_dir)) == 130
     assert "irbm: interrupted; nothing was recorded; AIS chain batches already saved" in \

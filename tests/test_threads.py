@@ -148,10 +148,10 @@ def test_a_finished_run_trained_again_says_nothing_about_epochs(tmp_path):
 def _spy_on_steps(monkeypatch):
     """The torch threads each AIS/RAISE chain batch and Gibbs run ran on."""
     import irbm.ais as ais
-    import irbm.evaluate as evaluate
+    import irbm.reverse as reverse
     import irbm.sampling as sampling
     seen = []
-    for module, name in ((ais, "run_chains"), (evaluate, "run_reverse_chains"),
+    for module, name in ((ais, "run_chains"), (reverse, "run_reverse_chains"),
                          (sampling, "bernoulli")):
         original = getattr(module, name)
 
