@@ -147,7 +147,7 @@ def ais_on_tiny_models(monkeypatch):
     """Autouse in the CLI test modules that import it: their models are tiny enough for
     `irbm evaluate` to enumerate ln Z, and they test what AIS feeds (pools, floors, reports);
     `test_evaluate_enumerates_ln_z_where_it_is_cheap` lifts it."""
-    monkeypatch.setattr("irbm.workflows.EXACT_TERMS", 0)
+    monkeypatch.setattr("irbm._evaluate_run.EXACT_TERMS", 0)
 
 
 @pytest.fixture(autouse=True)

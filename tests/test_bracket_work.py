@@ -375,3 +375,21 @@ def test_a_deadline_stops_a_saved_run_between_batches_and_a_shared_one_before_th
     with pytest.raises(ais.OutOfTime, match="with 3 of 3 chain batch.*none of this run's had"):
         run(checkpoint_path=other, deadline=shared)
     assert not other.exists()
+
+
+def test_the_floor_file_is_standard_json_and_keeps_an_infinite_floor(tmp_path):
+    """A floor of -inf (no vector found) is written as JSON any reader parses ("-Infinity" as a
+    string, not the bare token Python's json emits), read back as -inf, and computed once."""
+    from irbm._bracket_work import FLOOR_FILE, LevelWork
+    work = LevelWork(tmp_path / "work", {"model": "m", "rows": "r"})
+    calls = []
+    try:
+        assert work.floor(lambda: calls.append(1) or -np.inf) == -np.inf
+        text = (tmp_path / "work" / FLOOR_FILE).read_text()
+
+        def refuse(token):
+            raise ValueError(f"non-standard JSON token {token}")
+        assert json.loads(text, parse_constant=refuse) == {"floor": "-Infinity"}
+        assert work.floor(lambda: calls.append(1) or 0.0) == -np.inf and calls == [1]
+    finally:
+        work.release()

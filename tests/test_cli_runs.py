@@ -45,7 +45,7 @@ def evaluated_run(tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("evaluated") / "run"
     assert_ok(run_cli("train", "rbm", "digits", "--out", run_dir, *TINY))
     with pytest.MonkeyPatch.context() as patch:  # by AIS, as the tests' (`ais_on_tiny_models`)
-        patch.setattr("irbm.workflows.EXACT_TERMS", 0)
+        patch.setattr("irbm._evaluate_run.EXACT_TERMS", 0)
         assert_ok(run_cli("evaluate", run_dir, *EVALUATE))
     assert_ok(run_cli("sample", run_dir, "--n", 4, "--steps", 5))
     return run_dir
@@ -300,9 +300,9 @@ def test_evaluate_enumerates_ln_z_where_it_is_cheap(run_dir, tmp_path, monkeypat
     the NLLs use it, AIS's estimate and warnings are kept apart, and the report and its table
     show the exact value (a walkthrough's 10-unit RBM got "ln Z = 50.280" from AIS, below the
     certain floor, while the exact 50.363 was a second away)."""
-    from irbm import workflows
+    from irbm import _evaluate_run
     from irbm.cli import main
-    monkeypatch.setattr(workflows, "EXACT_TERMS", 2**20)
+    monkeypatch.setattr(_evaluate_run, "EXACT_TERMS", 2**20)
     assert main(["evaluate", str(run_dir), *map(str, EVALUATE)]) == 0
     printed = capsys.readouterr().out
     record = evaluations(run_dir)[-1]
@@ -359,17 +359,17 @@ def test_a_floor_above_ais_gives_one_nll_in_evaluate_and_report(run_dir, tmp_pat
     of the NLLs: irbm evaluate (and so the sweep table) used AIS's within its noise while
     irbm report used the floor, two test NLLs for one evaluation, neither saying why (a user's
     report). Here the floor is made 0.5 nat above AIS's estimate."""
-    import irbm.workflows as workflows
+    import irbm._evaluate_run as _evaluate_run
     from irbm.cli import main
-    real = workflows.estimate_log_partition
+    real = _evaluate_run.estimate_log_partition
     estimates = []
 
     def keep(*args, **kwargs):
         estimates.append(real(*args, **kwargs))
         return estimates[-1]
 
-    monkeypatch.setattr(workflows, "estimate_log_partition", keep)
-    monkeypatch.setattr(workflows, "sampled_log_partition_floor",
+    monkeypatch.setattr(_evaluate_run, "estimate_log_partition", keep)
+    monkeypatch.setattr(_evaluate_run, "sampled_log_partition_floor",
                         lambda *args, **kwargs: estimates[-1].log_z + 0.5)
     assert main(["evaluate", str(run_dir), *map(str, EVALUATE), "--seed", "3"]) == 0
     record = evaluations(run_dir)[-1]
@@ -642,7 +642,7 @@ def test_a_cross_check_whose_floor_beats_the_pooled_ais_makes_it_the_records_ln_
     """When the floor recomputed by a cross-check lies above the pooled AIS (as on the
     CalTech101 RBM-100, whose hidden vectors hold its mass), the new record's ln Z, its NLLs
     and its bracket's optimistic side are the floor's, and the verdict names it."""
-    from irbm import workflows
+    from irbm import _evaluate_run
     from irbm.cli import main
     from irbm.floor import FLOOR_STEPS
     assert main(["evaluate", str(run_dir), "--bracket", "--chains", "10", "--betas", "50",
@@ -657,7 +657,7 @@ def test_a_cross_check_whose_floor_beats_the_pooled_ais_makes_it_the_records_ln_
         assert data.shape == (200, model.n_visible)  # the run's training rows (--train-size)
         return lifted
 
-    monkeypatch.setattr(workflows, "sampled_log_partition_floor", floor_of)
+    monkeypatch.setattr(_evaluate_run, "sampled_log_partition_floor", floor_of)
     assert main(["evaluate", str(run_dir), "--tempering", "8"]) == 0
     assert calls == [{"n_chains": 10, "n_steps": FLOOR_STEPS, "seed": bracketed["seed"] or 0}]
     checked = evaluations(run_dir)[-1]
@@ -687,7 +687,7 @@ def test_a_floor_from_more_chains_rejudges_the_latest_bracket(run_dir, monkeypat
     --floor-descents, descents' minima count too); one no higher appends nothing; AIS
     options, and descents without --floor-chains, are refused before any work."""
     import irbm
-    from irbm import workflows
+    from irbm import _evaluate_run
     from irbm.cli import main
     from irbm.floor import FLOOR_STEPS, sampled_log_partition_floor
     assert main(["evaluate", str(run_dir), "--bracket", "--chains", "10", "--betas", "50",
@@ -716,7 +716,7 @@ def test_a_floor_from_more_chains_rejudges_the_latest_bracket(run_dir, monkeypat
     count = len(evaluations(run_dir))
     lifted = bracketed["log_z"] + 2.0
     calls = []
-    monkeypatch.setattr(workflows, "sampled_log_partition_floor",
+    monkeypatch.setattr(_evaluate_run, "sampled_log_partition_floor",
                         lambda *a, **k: calls.append(k) or lifted)
     assert main(["evaluate", str(run_dir), "--floor-chains", "4000", "--floor-descents",
                  "30"]) == 0
@@ -813,7 +813,7 @@ def test_evaluate_continues_the_latest_bracket_with_its_own_settings(run_dir, ca
     # calls) is refused before the banner that says the work has begun (a walkthrough)
     def certified(stored, tolerance):
         raise ValueError("the stored bracket is certified at 400 temperatures")
-    monkeypatch.setattr("irbm.workflows.refuse_certified_resume", certified)
+    monkeypatch.setattr("irbm._evaluate_run.refuse_certified_resume", certified)
     refusal = run_cli("evaluate", run_dir, "--bracket", "--continue")
     assert_clean_error(refusal, "the stored bracket is certified at 400 temperatures")
     assert "bracketing" not in refusal.out
