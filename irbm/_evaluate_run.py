@@ -88,51 +88,22 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
     own product, one thread for a small model, else the free cores, as `irbm evaluate` does;
     an enclosing choice is kept); torch's own setting is restored after.
     """
-    if floor_descents and floor_chains is None:
-        raise ValueError("--floor-descents adds to the floor that --floor-chains recomputes: "
-                         "add --floor-chains (the bracket's AIS chains, say)")
+    _refuse_inapplicable({
+        "--bracket": bracket or None, "--tempering": tempering_sweeps, "--chains": n_chains,
+        "--betas": n_betas, "--raise": raise_rows, "--seed": seed, "--base": base,
+        "--ais-path": path, "--raise-repeats": raise_repeats, "--continue": resume or None,
+        "--schedule": schedule, "--tolerance": tolerance, "--max-seconds": max_seconds},
+        floor_chains=floor_chains, floor_descents=floor_descents)
     if floor_chains is not None:
-        given = {"--bracket": bracket, "--tempering": tempering_sweeps is not None,
-                 "--chains": n_chains is not None, "--betas": n_betas is not None,
-                 "--raise": raise_rows is not None, "--seed": seed is not None,
-                 "--base": base is not None, "--ais-path": path is not None,
-                 "--raise-repeats": raise_repeats is not None, "--continue": bool(resume),
-                 "--schedule": schedule is not None, "--tolerance": tolerance is not None,
-                 "--max-seconds": max_seconds is not None}
-        if any(given.values()):
-            raise ValueError(f"--floor-chains re-judges the run's latest bracket and takes no "
-                             f"{', '.join(k for k, v in given.items() if v)}: run those in a "
-                             "command of their own")
         return floor_run(run_dir, floor_chains, n_descents=floor_descents, which=which,
                          data_dir=data_dir, device=device, echo=echo)
-    if tempering_sweeps is not None and int(tempering_sweeps) < 1:
-        raise ValueError(f"--tempering needs a positive number of sweeps, got "
-                         f"{tempering_sweeps}")
-    if schedule is not None and not bracket:
-        raise ValueError(f"--schedule {schedule} spaces the temperatures of --bracket; add "
-                         "--bracket, or leave --schedule out")
-    # A single AIS run has no width to reach and no level to stop between: without --bracket
-    # these would be ignored, and a user would believe a budget or a tolerance held.
-    for option, value, role in (("--tolerance", tolerance, "the width --bracket aims at"),
-                                ("--max-seconds", max_seconds, "the time budget of --bracket")):
-        if value is not None and not bracket:
-            raise ValueError(f"{option} {value} is {role}; add --bracket, or leave {option} "
-                             "out")
     if bracket and raise_rows == 0:
         raise_rows = None  # --raise alone: with --bracket, the default (or stored) rows
-    if bracket and raise_rows is not None and raise_rows < 2:
-        raise ValueError(f"--raise {raise_rows}: a bracket's conservative side needs at least "
-                         "2 RAISE rows for its standard error (default 300)")
     continued = None
     # A budget inherited by --continue was sized for the stored, shorter levels: it must not
     # cut the new one (every call would stop inside it), only decide whether another starts.
     chosen_budget = max_seconds is not None
-    if raise_repeats is not None and not bracket:
-        raise ValueError(f"--raise-repeats {raise_repeats} sets the reverse chains per row of "
-                         "--bracket; add --bracket, or leave --raise-repeats out")
     if resume:
-        if not bracket:
-            raise ValueError("--continue continues a stored bracket: add --bracket")
         continued, stored = _latest_bracket(run_dir, which, "continue")
         (n_chains, raise_rows, raise_repeats, seed, tolerance, base, path, schedule,
          stored_budget) = _continued_settings(
@@ -233,22 +204,7 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
         record.update(ais_log_z=result.log_z, log_z=log_z, log_z_low=log_z, log_z_high=log_z,
                       log_z_source="exact", ais_warnings=record["warnings"], warnings=[])
     elif bracket:
-        record["bracket"] = interval.summary()
-        log_z = interval.log_partition  # the pooled AIS estimate, or the floor when higher
-        if log_z == interval.log_partition_floor:  # ln Z is known no better than that
-            # ln Z >= the floor for certain; the AIS interval, below it, bounds nothing above.
-            record.update(log_z=log_z, log_z_low=log_z, log_z_high=math.inf,
-                          log_z_source="floor")
-        else:  # every AIS run of the bracket, pooled (irbm.bracket.pooled_log_z)
-            pooled, low, high = pool_estimates(level_estimates(interval.levels))
-            record.update(log_z=pooled, log_z_low=low, log_z_high=high, log_z_source="pooled")
-        if interval.exact_nll is not None and model.exact_terms() <= EXACT_TERMS:
-            exact_nll = interval.exact_nll  # the estimators checked against the truth
-            record["exact_test_nll"] = exact_nll
-            lower, upper = sorted((interval.optimistic, interval.conservative))  # may cross
-            outside = max(lower - exact_nll, exact_nll - upper, 0.0)
-            say(f"  exact test NLL {exact_nll:.2f} (ln Z enumerated): "
-                + (f"{outside:.3g} nats outside the bracket" if outside else "inside the bracket"))
+        log_z = _record_bracket(record, interval, model, say)
     elif floor > log_z:  # ln Z >= the floor for certain: the NLLs use it, as irbm report does
         log_z = floor
         say(f"  ln Z-hat {result.log_z:.3f} lies below the certain floor {floor:.3f}, which ln "
@@ -273,6 +229,60 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
     if bracket:  # only now that its result is in the record
         remove_work(run_dir / runs.BRACKET_WORK_DIR)
     return record
+
+
+def _record_bracket(record: dict, interval, model, say) -> float:
+    """Put the bracket ``interval`` (`irbm.bracket.Bracket`) and its ln Z in ``record``, with
+    the exact test NLL where the model's ln Z is enumerable; return the ln Z of the NLLs."""
+    record["bracket"] = interval.summary()
+    log_z = interval.log_partition  # the pooled AIS estimate, or the floor when higher
+    if log_z == interval.log_partition_floor:  # ln Z is known no better than that
+        # ln Z >= the floor for certain; the AIS interval, below it, bounds nothing above.
+        record.update(log_z=log_z, log_z_low=log_z, log_z_high=math.inf, log_z_source="floor")
+    else:  # every AIS run of the bracket, pooled (irbm.bracket.pooled_log_z)
+        pooled, low, high = pool_estimates(level_estimates(interval.levels))
+        record.update(log_z=pooled, log_z_low=low, log_z_high=high, log_z_source="pooled")
+    if interval.exact_nll is not None and model.exact_terms() <= EXACT_TERMS:
+        exact_nll = interval.exact_nll  # the estimators checked against the truth
+        record["exact_test_nll"] = exact_nll
+        lower, upper = sorted((interval.optimistic, interval.conservative))  # may cross
+        outside = max(lower - exact_nll, exact_nll - upper, 0.0)
+        say(f"  exact test NLL {exact_nll:.2f} (ln Z enumerated): "
+            + (f"{outside:.3g} nats outside the bracket" if outside else "inside the bracket"))
+    return log_z
+
+
+def _refuse_inapplicable(options: dict, *, floor_chains, floor_descents) -> None:
+    """Refuse, before any work, options `evaluate_run` would ignore (``options``: {the
+    command's option: its value, None when not given}): a user would believe a budget, a
+    tolerance or a setting held."""
+    given = {option: value for option, value in options.items() if value is not None}
+    if floor_descents and floor_chains is None:
+        raise ValueError("--floor-descents adds to the floor that --floor-chains recomputes: "
+                         "add --floor-chains (the bracket's AIS chains, say)")
+    if floor_chains is not None and given:
+        raise ValueError(f"--floor-chains re-judges the run's latest bracket and takes no "
+                         f"{', '.join(given)}: run those in a command of their own")
+    sweeps = given.get("--tempering")
+    if sweeps is not None and int(sweeps) < 1:
+        raise ValueError(f"--tempering needs a positive number of sweeps, got {sweeps}")
+    if "--bracket" in given:
+        rows = given.get("--raise")
+        if rows not in (None, 0) and rows < 2:
+            raise ValueError(f"--raise {rows}: a bracket's conservative side needs at least "
+                             "2 RAISE rows for its standard error (default 300)")
+        return
+    # A single AIS run has no width to reach and no level to stop between.
+    for option, role in (("--schedule", "spaces the temperatures of"),
+                         ("--tolerance", "is the width"),
+                         ("--max-seconds", "is the time budget of"),
+                         ("--raise-repeats", "sets the reverse chains per row of")):
+        if option in given:
+            aim = "--bracket aims at" if option == "--tolerance" else "--bracket"
+            raise ValueError(f"{option} {given[option]} {role} {aim}; add --bracket, or leave "
+                             f"{option} out")
+    if "--continue" in given:
+        raise ValueError("--continue continues a stored bracket: add --bracket")
 
 
 def _tempering(sweeps) -> dict:
