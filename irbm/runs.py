@@ -220,9 +220,16 @@ def check_run_data(run_dir, dataset):
     expected = recorded_data(run_dir).get("sha256")
     found = data_digest(dataset)
     if expected is not None and found != expected:
+        trained_on = str(read_json(Path(run_dir) / CONFIG_FILE).get("settings", {}).get(
+            "dataset", ""))
+        # A data file of the user's (recorded by its absolute path): --data-dir finds only a
+        # copy of it by its name, so the way out is the file itself.
+        fix = (f"put back the file it was trained on ({trained_on}; a copy under the same "
+               "name in --data-dir is found too), or train on these rows in a new run"
+               if Path(trained_on).is_absolute() else "pass --data-dir with the run's data")
         raise ValueError(f"{dataset.source or dataset.name} is not the data {run_dir} was "
                          f"trained on (sha256 {found[:12]}..., the run recorded "
-                         f"{expected[:12]}...): pass --data-dir with the run's data")
+                         f"{expected[:12]}...): {fix}")
 
 
 def recorded_data(run_dir) -> dict:

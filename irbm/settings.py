@@ -414,12 +414,13 @@ _SYNONYMS = {"learning_rate": "lr", "n_components": "n_hidden", "n_iter": "epoch
              "persistent": "pcd", "hidden": "n_hidden", "n_epochs": "epochs"}
 
 
-def _closest_key(typed: str) -> str:
+def closest_key(typed: str, known=None) -> str:
     """"; did you mean n_hidden?" for n-hidden, n_hiden or n_components; "" when nothing is
-    close."""
+    close. ``known``: the keys to choose from (default: a config file's)."""
+    known = CONFIG_KEYS if known is None else list(known)
     spelled = typed.replace("-", "_")
-    close = [spelled] if spelled in CONFIG_KEYS else [_SYNONYMS[spelled]] \
-        if spelled in _SYNONYMS else difflib.get_close_matches(spelled, CONFIG_KEYS, n=1)
+    close = [spelled] if spelled in known else [_SYNONYMS[spelled]] \
+        if _SYNONYMS.get(spelled) in known else difflib.get_close_matches(spelled, known, n=1)
     return f"; did you mean {close[0]} for {typed}?" if close else ""
 
 
@@ -454,7 +455,7 @@ def read_config_file(path) -> dict:
                          "the command's own arguments (`irbm train FAMILY DATASET --config "
                          "FILE`); leave them out of the file (a sweep's TOML takes them)")
     if unknown:
-        hints = "".join(_closest_key(key) for key in unknown)
+        hints = "".join(closest_key(key) for key in unknown)
         raise ValueError(f"unknown keys in {path}: {', '.join(unknown)}{hints} (known: "
                          f"{', '.join(CONFIG_KEYS)})")
     try:

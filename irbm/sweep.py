@@ -39,7 +39,9 @@ says what remains to be done.
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import difflib
 import importlib.util
 import itertools
 import logging
@@ -48,6 +50,7 @@ import os
 import re
 import signal
 import socket
+import sys
 import threading
 import time
 import tomllib
@@ -58,14 +61,16 @@ from pathlib import Path
 
 from . import checkpoint as ckpt
 from . import runs, sweep_table, workflows
+from ._io import hold_lock
 from .datasets import LOADERS, check_dataset, dataset_name
-from .settings import SPECS, Settings, applicable, check_setting
+from .settings import SPECS, Settings, applicable, check_setting, closest_key
 
 __all__ = ["run_sweep", "read_sweep", "trial_settings", "trial_name", "run_trial"]
 
 logger = logging.getLogger(__name__)
 
 EVALUATION_DEFAULTS = {"chains": 100, "betas": 1000, "seed": 0}
+SWEEP_LOCK_FILE = ".sweep.lock"  # held while a sweep runs into the directory (`_sweep_lock`)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
 
 
@@ -168,9 +173,16 @@ def _check_keys(name, fixed, grid, evaluation):
             raise ValueError(f"{name}: threads is not a sweep-file setting: the sweep command "
                              "takes it for every trial (irbm sweep --threads N; Python: "
                              "run_sweep(threads=N))")
+        tables = [key for key in unknown if isinstance(keys[key], dict)]
+        if tables:  # a misspelt [grid] or [evaluation] header, or a setting made a table
+            close = difflib.get_close_matches(tables[0], ("grid", "evaluation"), n=1)
+            raise ValueError(f"{name}: [{where}{tables[0]}] is no table of a sweep file (its "
+                             "tables: [grid], [evaluation])"
+                             + (f"; did you mean [{close[0]}]?" if close else ""))
         if unknown:
+            hints = "".join(closest_key(key, known) for key in unknown)
             raise ValueError(f"{name}: unknown settings {', '.join(where + k for k in unknown)}"
-                             f" (known: {', '.join(known)}; threads is a sweep option)")
+                             f"{hints} (known: {', '.join(known)}; threads is a sweep option)")
     both = sorted(set(fixed) & set(grid))
     if both:
         raise ValueError(f"{name}: {', '.join(both)} both fixed and in [grid]")
@@ -250,6 +262,73 @@ def _check_started_trials(out: Path, spec: dict) -> None:
                              "--out")
 
 
+def _check_trial_data(todo: dict, out: Path, data_dir) -> None:
+    """Load the data of the trials to run, once per dataset, as they will (`irbm.workflows.
+    training_data`), and refuse before anything runs what every trial would fail on: data that
+    is missing, split sizes it has too few rows for, or a started trial's data file changed
+    since it was trained on it."""
+    cache = {}
+    for name, mapping in todo.items():
+        trial = out / name
+        resuming = runs.is_run(trial) and (trial / ckpt.TRAINER_FILE).exists()
+        settings = workflows.settings_for(trial, mapping)
+        try:
+            workflows.training_data(settings.resolved(), trial, data_dir, resuming=resuming,
+                                    cache=cache)
+        except (OSError, ValueError) as error:
+            raise type(error)(f"trial {name}: {error}") from None
+
+
+def _unguarded_script() -> str | None:
+    """The script whose top level called the sweep outside ``if __name__ == "__main__":``,
+    else None (a guarded call, an interactive session, ``python -c``). Dask starts a local
+    cluster's workers as new interpreters that import the main script again: unguarded, each
+    would start a sweep of its own, and the cluster fails with hundreds of lines of tracebacks
+    that bury the cause."""
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == "<module>"
+                                     and frame.f_globals.get("__name__") == "__main__"):
+        frame = frame.f_back
+    script = None if frame is None else frame.f_globals.get("__file__")
+    if not script or not Path(script).is_file():
+        return None
+    try:
+        tree = ast.parse(Path(script).read_text(), script)
+    except (SyntaxError, ValueError, OSError):  # not Python source (a frozen entry point)
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.If) and _is_main_test(node.test) and \
+                node.lineno <= frame.f_lineno <= node.end_lineno:
+            return None
+    return script
+
+
+def _is_main_test(test) -> bool:
+    """Whether ``test`` is ``__name__ == "__main__"`` (either way round)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = {ast.dump(test.left), ast.dump(test.comparators[0])}
+    return sides == {ast.dump(ast.Name("__name__", ast.Load())),
+                     ast.dump(ast.Constant("__main__"))}
+
+
+@contextlib.contextmanager
+def _sweep_lock(out: Path):
+    """Hold ``out``'s sweep lock while a sweep runs into it: a second sweep there would train
+    the same trials at the same time, each refused by the other's run locks and reported
+    failed though the other finished it."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a sweep directory")
+    out.mkdir(parents=True, exist_ok=True)
+    lock = hold_lock(out / SWEEP_LOCK_FILE, "running a sweep into it")
+    try:
+        yield
+    finally:
+        (out / SWEEP_LOCK_FILE).unlink(missing_ok=True)
+        lock.close()
+
+
 # ---------------------------------------------------------------------------- one trial
 def is_finished(trial_dir, epochs: int) -> bool:
     """Whether the trial trained ``epochs`` epochs and has an evaluation of that model."""
@@ -326,7 +405,8 @@ def prepare_sweep_directory(out, spec: dict) -> Path:
     out = Path(out).resolve()
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a sweep directory")
-    if out.is_dir() and any(out.iterdir()) and not sweep_table.is_sweep(out):
+    if out.is_dir() and any(path.name != SWEEP_LOCK_FILE for path in out.iterdir()) \
+            and not sweep_table.is_sweep(out):
         raise ValueError(f"{out} is not empty and not an irbm sweep directory (no "
                          f"{sweep_table.MARKER_FILE}); choose a new --out")
     runs.check_writable(out)
@@ -475,10 +555,19 @@ def run_sweep(sweep, out, *, workers=None, scheduler=None, data_dir=None, thread
     Returns
     -------
     dict
-        ``tables`` (the Markdown, HTML and CSV paths), ``done``, ``failed``, ``skipped``.
+        ``tables`` (the Markdown, HTML and CSV paths), ``done`` and ``skipped`` (counts of
+        the trials run to their end by this call and of those finished before it), ``failed``
+        (the names of the trials that failed; their ``error.txt`` says why).
+
+    Local workers import the calling script again: call it under ``if __name__ ==
+    "__main__":`` (refused otherwise, before any work).
     """
     from tqdm.auto import tqdm
     say = echo or logger.info
+    if scheduler is None and (script := _unguarded_script()) is not None:
+        raise RuntimeError(f"{script} calls the sweep at its top level: the local cluster's "
+                           "workers import that script again, and each would start a sweep; "
+                           'put the call under `if __name__ == "__main__":`')
     spec = read_sweep(sweep)
     # The data directory this command finds the data in ($IRBM_DATA_DIR where none is named)
     # goes to the trials by name: a worker of another machine or shell lacks the variable,
@@ -488,13 +577,8 @@ def run_sweep(sweep, out, *, workers=None, scheduler=None, data_dir=None, thread
     options = {"threads": check_setting("threads", threads), "device": device,
                "data_dir": None if data_dir is None else str(Path(data_dir).resolve())}
     _check_datasets(spec)
-    _check_started_trials(Path(out).resolve(), spec)
-    out = prepare_sweep_directory(out, spec)
-    others = sorted(path.name for path in out.iterdir()
-                    if path.name not in spec["trials"] and runs.is_run(path))
-    if others:
-        say(f"{len(others)} trial(s) in {out} from an earlier grid are not in this sweep file "
-            f"and are left out of its table: {', '.join(others)}")
+    out = Path(out).resolve()
+    _check_started_trials(out, spec)
     todo = {}
     for name, point in spec["trials"].items():
         mapping = trial_settings(spec, point)
@@ -502,16 +586,24 @@ def run_sweep(sweep, out, *, workers=None, scheduler=None, data_dir=None, thread
         mapping["dataset"] = workflows.dataset_key(mapping["dataset"])
         if not is_finished(out / name, Settings.from_mapping(mapping).epochs):
             todo[name] = mapping
-    skipped = len(spec["trials"]) - len(todo)
-    say(f"sweep of {len(spec['trials'])} trials into {out}: {skipped} finished already, "
-        f"{len(todo)} to run")
-    failed = []
-    if todo:
-        done_before = [name for name in spec["trials"] if name not in todo]
-        failed = _run_on_dask(todo, out, spec["evaluation"], options, workers, scheduler, say,
-                              lambda: tqdm(total=len(todo), unit="trial", disable=not progress),
-                              done_before)
-    tables = sweep_table.write_table(out)
+    _check_trial_data(todo, out, options["data_dir"])
+    with _sweep_lock(out):
+        prepare_sweep_directory(out, spec)
+        others = sorted(path.name for path in out.iterdir()
+                        if path.name not in spec["trials"] and runs.is_run(path))
+        if others:
+            say(f"{len(others)} trial(s) in {out} from an earlier grid are not in this sweep "
+                f"file and are left out of its table: {', '.join(others)}")
+        skipped = len(spec["trials"]) - len(todo)
+        say(f"sweep of {len(spec['trials'])} trials into {out}: {skipped} finished already, "
+            f"{len(todo)} to run")
+        failed = []
+        if todo:
+            done_before = [name for name in spec["trials"] if name not in todo]
+            failed = _run_on_dask(
+                todo, out, spec["evaluation"], options, workers, scheduler, say,
+                lambda: tqdm(total=len(todo), unit="trial", disable=not progress), done_before)
+        tables = sweep_table.write_table(out)
     say(f"sweep table: {', '.join(map(str, tables))}")
     return {"tables": tables, "done": len(todo) - len(failed), "failed": failed,
             "skipped": skipped}

@@ -213,8 +213,10 @@ def _numeric_rows(rows) -> list[dict]:
 LEGEND = ("NLL in nats (ln Z exact where the model is small enough to enumerate, else AIS; "
           "+/- one standard error); * best validation NLL of its family "
           "(read its 'reliable' cell: a ln Z too low makes an NLL look better); seconds: the "
-          "training epochs' and the evaluation's AIS, not start-up or data loading; - : a grid "
-          "setting the trial's family does not take.")
+          "training epochs' and the evaluation's AIS, not start-up or data loading (but the first "
+          "epoch a worker runs includes loading, or on a new installation compiling, the "
+          "sampling kernels: seconds, or tens); - : a grid setting the trial's family does not "
+          "take.")
 # The cell of a grid setting a trial does not have (its family does not take it).
 NOT_TAKEN = "-"
 

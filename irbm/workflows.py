@@ -39,7 +39,7 @@ from .training import AVERAGE_DIR, Callback, CheckpointEvery, Trainer
 
 # What `from irbm.workflows import *` gives, and the module's public names.
 __all__ = [
-    "settings_for", "train_run", "evaluate_run", "cross_check_run", "floor_run",
+    "settings_for", "train_run", "training_data", "evaluate_run", "cross_check_run", "floor_run",
     "sample_run", "plot_run", "report_runs", "independent_pixels_nll"]
 
 logger = logging.getLogger(__name__)
@@ -201,13 +201,7 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
         runs.check_recorded_model(out, metadata.get("model"), ckpt.TRAINER_FILE)
     settings = replace(settings, dataset=dataset_key(settings.dataset)).resolved()
     forced = _check_resumed_settings(out, settings, force) if resuming else {}
-    # A resumed run reads the data it was trained on: from where it came, checked by sha256.
-    data_dir = runs.run_data_dir(out, data_dir) if resuming else data_dir
-    whole = _load_training_data(settings, data_dir)
-    if resuming:
-        runs.check_run_data(out, whole)
-    else:  # a resumed run goes on with the rows it started with, whatever it recorded
-        _check_split_sizes(settings, whole)
+    whole = training_data(settings, out, data_dir, resuming=resuming)
     dataset = whole.subset(settings.train_size, settings.valid_size, settings.test_size)
     record = {"settings": settings.record(),
               "dataset": {"name": dataset.name, "n_visible": dataset.n_visible,
@@ -322,8 +316,26 @@ def _check_resumed_settings(out: Path, settings: Settings, force: bool) -> dict:
     return changed
 
 
-def _load_training_data(settings: Settings, data_dir):
-    return load_dataset(settings.dataset, data_dir=data_dir, **runs.data_options(settings))
+def training_data(settings: Settings, out, data_dir=None, *, resuming: bool, cache=None):
+    """The whole dataset (before any subset) `train_run` trains ``out`` on, checked as it
+    checks it before any write: a resumed run reads the rows it was trained on, from where
+    they came unless ``data_dir`` says otherwise, refused unless their sha256 is the recorded
+    one; a new run's split sizes must fit the rows (a resumed run goes on with the rows it
+    started with). ``settings.dataset`` as `dataset_key` gives it; ``cache`` (a dict) keeps
+    the datasets loaded, for callers that check many runs (a sweep's trials)."""
+    # A resumed run reads the data it was trained on: from where it came, checked by sha256.
+    data_dir = runs.run_data_dir(out, data_dir) if resuming else data_dir
+    options = runs.data_options(settings)
+    key = (settings.dataset, str(data_dir), repr(sorted(options.items())))
+    cache = {} if cache is None else cache
+    if key not in cache:
+        cache[key] = load_dataset(settings.dataset, data_dir=data_dir, **options)
+    whole = cache[key]
+    if resuming:
+        runs.check_run_data(out, whole)
+    else:
+        _check_split_sizes(settings, whole)
+    return whole
 
 
 def _new_trainer(settings: Settings, n_visible: int, device) -> Trainer:

@@ -23,9 +23,9 @@ import pytest
 
 from irbm import checkpoint as ckpt
 from irbm import runs
-from irbm.sweep import read_sweep, run_sweep
+from irbm.sweep import prepare_sweep_directory, read_sweep, run_sweep, trial_settings
 from irbm.sweep_table import ERROR_FILE, MARKER_FILE, STATUS_FILE, sweep_rows
-from irbm.workflows import report_runs
+from irbm.workflows import report_runs, settings_for, train_run
 
 BASE = {"family": "irbm", "dataset": "digits", "n_hidden": 8, "epochs": 2,
         "evaluation": {"chains": 20, "betas": 100}}
@@ -144,29 +144,59 @@ def test_report_accepts_a_sweep_directory(swept, tmp_path):
         assert markdown.read_text().count("| iRBM") == 3
 
 
-def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch, cluster,
-                                                           caplog):
-    (tmp_path / "bad.csv").write_text("0,1,2\n" * 20)  # valid settings, not 0/1 data
+def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path, cluster, caplog):
     fixed = {key: value for key, value in BASE.items() if key != "dataset"}
-    sweep = {**fixed, "epochs": 1, "grid": {"dataset": ["digits", "bad.csv"]}}
-    # A relative data file: the sweep hands the workers its full path (the workers, started
-    # before this chdir, run in another directory).
-    monkeypatch.chdir(tmp_path)
+    sweep = {**fixed, "dataset": "digits", "epochs": 1, "grid": {"lr": [0.1, 1e30]}}
     result = run_sweep(sweep, tmp_path / "out", scheduler=cluster[0].scheduler_address,
                        progress=False)
-    assert result["done"] == 1 and result["failed"] == ["dataset=bad.csv"]
-    failed = tmp_path / "out" / "dataset=bad.csv"
+    assert result["done"] == 1 and result["failed"] == ["lr=1e+30"]
+    failed = tmp_path / "out" / "lr=1e+30"
     assert "Traceback" in (failed / ERROR_FILE).read_text()
     status = runs.read_json(failed / STATUS_FILE)
-    assert status["status"] == "failed" and str(tmp_path / "bad.csv") in status["error"]
+    assert status["status"] == "failed" and "training diverged at epoch 1" in status["error"]
     statuses = {row["trial"]: row["status"] for row in _table(tmp_path / "out")}
-    assert statuses["dataset=digits"] == "done"
-    assert statuses["dataset=bad.csv"].startswith("failed: ValueError")
+    assert statuses["lr=0.1"] == "done"
+    assert statuses["lr=1e+30"].startswith("failed: TrainingDiverged")
     # The report leaves it out saying it failed, not only that it has no evaluation.
     from irbm.sweep_table import evaluated_trial_dirs
     with caplog.at_level("WARNING", logger="irbm.sweep_table"):
-        assert evaluated_trial_dirs(tmp_path / "out") == [tmp_path / "out" / "dataset=digits"]
-    assert f"dataset=bad.csv: failed (ValueError: {tmp_path / 'bad.csv'}" in caplog.text
+        assert evaluated_trial_dirs(tmp_path / "out") == [tmp_path / "out" / "lr=0.1"]
+    assert "lr=1e+30: failed (TrainingDiverged: training diverged" in caplog.text
+
+
+def test_every_trials_data_is_loaded_and_checked_before_anything_runs(tmp_path, monkeypatch):
+    """A sweep checked its data inside each trial: missing data, rows the split sizes lack or
+    a data file changed under started trials made every trial fail with a traceback in its
+    error.txt, where `irbm train` refuses in one line (a walkthrough)."""
+    (tmp_path / "bad.csv").write_text("0,1,2\n" * 20)  # valid settings, not 0/1 data
+    fixed = {key: value for key, value in BASE.items() if key != "dataset"}
+    monkeypatch.chdir(tmp_path)
+    for sweep, options, message in (
+            ({**fixed, "grid": {"dataset": ["digits", "bad.csv"]}}, {},
+             "trial dataset=bad.csv: .*bad.csv"),
+            ({**fixed, "dataset": "mnist", "grid": {"lr": [0.1]}},
+             {"data_dir": tmp_path / "nowhere"}, "trial lr=0.1: mnist.npz is not in"),
+            ({**BASE, "grid": {"train_size": [100, 100000]}}, {},
+             "trial train_size=100000: --train-size 100000: digits has 1197 train rows")):
+        with pytest.raises((ValueError, FileNotFoundError), match=message):
+            run_sweep(sweep, tmp_path / "out", workers=1, progress=False, **options)
+        assert not (tmp_path / "out").exists()
+    # A data file changed under a started trial: refused before the sweep goes on, with the
+    # way out (--data-dir, which the error suggested, cannot name a data file).
+    rows = np.random.default_rng(0).random((300, 16)) < 0.3
+    np.save(tmp_path / "mine.npy", rows.astype(np.float32))
+    sweep = {**fixed, "dataset": str(tmp_path / "mine.npy"), "epochs": 1,
+             "grid": {"lr": [0.1]}}
+    spec = read_sweep(sweep)
+    out = prepare_sweep_directory(tmp_path / "out", spec)
+    train_run(settings_for(out / "lr=0.1", trial_settings(spec, spec["trials"]["lr=0.1"])),
+              out / "lr=0.1", epoch_lines=False)
+    np.save(tmp_path / "mine.npy", (~rows).astype(np.float32))
+    before = {path.name: path.read_bytes() for path in out.rglob("*") if path.is_file()}
+    with pytest.raises(ValueError, match=r"trial lr=0.1: .*mine.npy is not the data .* put "
+                                         r"back the file it was trained on"):
+        run_sweep({**sweep, "epochs": 2}, out, workers=1, progress=False)
+    assert {path.name: path.read_bytes() for path in out.rglob("*") if path.is_file()} == before
 
 
 @pytest.mark.parametrize("change, message", [
@@ -178,6 +208,10 @@ def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch
     ({"grid": {"lr": 0.1}}, "grid.lr must be a non-empty list"),
     ({"evaluation": {"chains": 0}}, "evaluation.chains must be an integer >= 1"),
     ({"evaluation": {"temps": 3}}, "unknown keys in [evaluation]: temps"),
+    ({"grid": {"n_hiden": [8]}}, "unknown settings grid.n_hiden; did you mean n_hidden for "
+                                 "n_hiden?"),
+    ({"evaluaton": {"chains": 10}}, "[evaluaton] is no table of a sweep file (its tables: "
+                                    "[grid], [evaluation]); did you mean [evaluation]?"),
     ({"threads": 2}, "threads is not a sweep-file setting: the sweep command takes it for "
                      "every trial"),
     ({"threads": 2, "lrr": 1}, "threads is not a sweep-file setting"),
@@ -185,9 +219,57 @@ def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch
     ({"dataset": "missing.npy"}, "missing.npy: no such file"),
 ])
 def test_every_grid_point_is_validated_before_anything_runs(tmp_path, change, message):
-    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")
-                       .replace("+", r"\+")):
+    with pytest.raises(ValueError, match=re.escape(message)):
         run_sweep({**BASE, **change}, tmp_path / "out", workers=1, progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_second_sweep_into_a_running_sweeps_directory_is_refused(tmp_path):
+    """Two sweeps into one --out trained the same trials at once, each refused by the other's
+    run locks: trials reported failed that the other finished, their error.txt left beside a
+    "done" status (a walkthrough)."""
+    from irbm._io import hold_lock
+    from irbm.sweep import SWEEP_LOCK_FILE
+    out = prepare_sweep_directory(tmp_path / "out", read_sweep(GRID))
+    running = hold_lock(out / SWEEP_LOCK_FILE, "running a sweep into it")
+    try:
+        before = sorted(path.name for path in out.iterdir())
+        with pytest.raises(ValueError, match=rf"{re.escape(str(out))} is in use by another "
+                                             rf"process \(pid {os.getpid()}, running a sweep "
+                                             r"into it\): wait for it"):
+            run_sweep(GRID, out, workers=1, progress=False)
+        assert sorted(path.name for path in out.iterdir()) == before
+    finally:
+        running.close()
+
+
+def test_a_script_that_sweeps_at_its_top_level_is_refused_before_any_work(tmp_path):
+    """Dask's local workers import the main script again: unguarded, each started a sweep of
+    its own and the cluster failed in some 200 lines of tracebacks (a walkthrough). A call
+    under the __main__ guard, or from a function called there, passes."""
+    import subprocess
+    import sys
+
+    from _cli_helpers import subprocess_environment
+    script = tmp_path / "sweeps.py"
+    script.write_text(
+        "import irbm.sweep\n"
+        "try:\n"
+        f"    irbm.sweep.run_sweep({GRID!r}, 'out', workers=1, progress=False)\n"
+        "except RuntimeError as error:\n"
+        "    print('refused:', error)\n"
+        "def check():\n"
+        "    return irbm.sweep._unguarded_script()\n"
+        "print('unguarded:', check())\n"
+        "if __name__ == '__main__':\n"
+        "    print('guarded:',\n"
+        "          check())\n")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            cwd=tmp_path, env=subprocess_environment(), timeout=300)
+    assert result.stdout.splitlines() == [
+        f"refused: {script} calls the sweep at its top level: the local cluster's workers "
+        "import that script again, and each would start a sweep; put the call under `if "
+        '__name__ == "__main__":`', f"unguarded: {script}", "guarded: None"], result.stderr
     assert not (tmp_path / "out").exists()
 
 
