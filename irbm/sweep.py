@@ -313,6 +313,26 @@ def _is_main_test(test) -> bool:
                      ast.dump(ast.Constant("__main__"))}
 
 
+def _repeated_trials(todo: dict, out: Path, others: list[str]) -> dict:
+    """{new trial: earlier trial} for trials to start afresh whose settings (all but epochs
+    and threads) are those of a run ``others`` names in ``out``."""
+    def same(recorded: dict, given: dict) -> bool:
+        # A run records the random stream its trainer resolved; None is that default.
+        return all(recorded.get(name) == value for name, value in given.items()
+                   if name not in ("epochs", "threads")
+                   and not (name == "random_stream" and value is None))
+    earlier = [(runs.read_settings(out / name).record(), name) for name in others]
+    repeated = {}
+    for name, mapping in todo.items():
+        if runs.is_run(out / name):
+            continue
+        given = Settings.from_mapping(mapping).resolved().record()
+        match = next((other for record, other in earlier if same(record, given)), None)
+        if match is not None:
+            repeated[name] = match
+    return repeated
+
+
 @contextlib.contextmanager
 def _sweep_lock(out: Path):
     """Hold ``out``'s sweep lock while a sweep runs into it: a second sweep there would train
@@ -594,6 +614,11 @@ def run_sweep(sweep, out, *, workers=None, scheduler=None, data_dir=None, thread
         if others:
             say(f"{len(others)} trial(s) in {out} from an earlier grid are not in this sweep "
                 f"file and are left out of its table: {', '.join(others)}")
+            for name, earlier in _repeated_trials(todo, out, others).items():
+                say(f"note: trial {name} has the settings of the earlier grid's {earlier} "
+                    "(a grid key added at its default value names it anew): it trains again "
+                    f"from the start; to keep {earlier}'s work, leave the key out of the grid "
+                    "or rename that directory to the new name")
         skipped = len(spec["trials"]) - len(todo)
         say(f"sweep of {len(spec['trials'])} trials into {out}: {skipped} finished already, "
             f"{len(todo)} to run")

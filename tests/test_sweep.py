@@ -472,6 +472,26 @@ def test_the_trials_get_the_data_directory_the_command_found_the_data_in(tmp_pat
     assert sent == [str((tmp_path / "data").resolve()), str(named.resolve()), None]
 
 
+def test_a_grid_key_added_at_its_default_names_the_earlier_trials_it_repeats(
+        swept, tmp_path, monkeypatch):
+    """cd_k = [10, 1] added to a finished grid (10 the default) retrained its trials from
+    scratch under new names, to the same NLLs, with one line saying the old ones were left
+    out (a walkthrough): each repeat is named, with the ways to keep the work."""
+    out = tmp_path / "copy"
+    shutil.copytree(swept[0], out)
+    monkeypatch.setattr("irbm.sweep._run_on_dask", lambda todo, *args, **kwargs: [])
+    lines = []
+    run_sweep({**GRID, "grid": {**GRID["grid"], "cd_k": [10, 1]}}, out, progress=False,
+              echo=lines.append)
+    notes = [line for line in lines if line.startswith("note: trial ")]
+    assert notes == [f"note: trial {name},cd_k=10 has the settings of the earlier grid's {name} "
+                     "(a grid key added at its default value names it anew): it trains again "
+                     f"from the start; to keep {name}'s work, leave the key out of the grid or "
+                     "rename that directory to the new name"
+                     for name in ("lr=0.1,l1=0.0", "lr=0.1,l1=0.001", "lr=0.05,l1=0.0",
+                                  "lr=0.05,l1=0.001")], lines
+
+
 def test_a_remote_dashboard_is_named_only_where_it_answers():
     """A remote scheduler started without a dashboard (or without bokeh) still lists the
     service, and its link answered 404 (a walkthrough)."""
