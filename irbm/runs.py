@@ -224,8 +224,8 @@ def check_run_data(run_dir, dataset):
             "dataset", ""))
         # A data file of the user's (recorded by its absolute path): --data-dir finds only a
         # copy of it by its name, so the way out is the file itself.
-        fix = (f"put back the file it was trained on ({trained_on}; a copy under the same "
-               "name in --data-dir is found too), or train on these rows in a new run"
+        fix = (f"put back the file it was trained on ({trained_on}), or train on these rows "
+               "in a new run"
                if Path(trained_on).is_absolute() else "pass --data-dir with the run's data")
         raise ValueError(f"{dataset.source or dataset.name} is not the data {run_dir} was "
                          f"trained on (sha256 {found[:12]}..., the run recorded "

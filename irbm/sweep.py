@@ -24,7 +24,10 @@ holds, which gives the fault tolerance: re-running the sweep skips finished tria
 reached and an evaluation of the current model) and continues the others; a worker that dies
 mid-trial has its task rescheduled by Dask on another worker, where it resumes from the trial's
 last checkpoint; a trial that raises records its error in ``error.txt`` and
-``trial-status.json`` and the sweep goes on.
+``trial-status.json`` and the sweep goes on. What can be checked before that is: on a local
+cluster the data of every trial to run is loaded and checked first (missing data, split sizes,
+a data file changed under a started trial), and one such trial refuses the whole sweep; a
+second sweep into the same directory is refused while one runs (a lock file in it).
 
 Successive halving (stopping the worse half of the trials at each evaluation point) is not
 implemented. Its decisions depend on the validation NLLs of *all* trials at a rung, so it needs
@@ -263,12 +266,15 @@ def _check_started_trials(out: Path, spec: dict) -> None:
 
 
 def _check_trial_data(todo: dict, out: Path, data_dir) -> None:
-    """Load the data of the trials to run, once per dataset, as they will (`irbm.workflows.
-    training_data`), and refuse before anything runs what every trial would fail on: data that
-    is missing, split sizes it has too few rows for, or a started trial's data file changed
-    since it was trained on it."""
-    cache = {}
-    for name, mapping in todo.items():
+    """Load the data of the trials to run as they will (`irbm.workflows.training_data`), one
+    dataset in memory at a time, and refuse the sweep before anything runs if any trial would
+    fail on its data: data that is missing, split sizes it has too few rows for, or a started
+    trial's data file changed since it was trained on it."""
+    cache, loaded = {}, None
+    for name, mapping in sorted(todo.items(), key=lambda item: str(item[1]["dataset"])):
+        if mapping["dataset"] != loaded:  # the trials sorted by dataset: one held at a time
+            cache.clear()
+            loaded = mapping["dataset"]
         trial = out / name
         resuming = runs.is_run(trial) and (trial / ckpt.TRAINER_FILE).exists()
         settings = workflows.settings_for(trial, mapping)
@@ -280,37 +286,32 @@ def _check_trial_data(todo: dict, out: Path, data_dir) -> None:
 
 
 def _unguarded_script() -> str | None:
-    """The script whose top level called the sweep outside ``if __name__ == "__main__":``,
-    else None (a guarded call, an interactive session, ``python -c``). Dask starts a local
-    cluster's workers as new interpreters that import the main script again: unguarded, each
-    would start a sweep of its own, and the cluster fails with hundreds of lines of tracebacks
-    that bury the cause."""
+    """The script that called the sweep from a plain statement at its top level (not inside
+    ``if __name__ == "__main__":`` or any other block), else None (an interactive session,
+    ``python -c``, a call from any block). Dask starts a local cluster's workers as new
+    interpreters that import the main script again: such a call would start a sweep in each,
+    and the cluster fails with hundreds of lines of tracebacks that bury the cause. Only the
+    plain case is refused: a guard may take many forms, and a block at the top level may hold
+    one."""
     frame = sys._getframe(1)
     while frame is not None and not (frame.f_code.co_name == "<module>"
                                      and frame.f_globals.get("__name__") == "__main__"):
         frame = frame.f_back
     script = None if frame is None else frame.f_globals.get("__file__")
-    if not script or not Path(script).is_file():
+    # A console's namespace can keep the __file__ of a script run in it earlier (IPython's
+    # %run): only the frame of that script's own code is its top level.
+    if not script or not Path(script).is_file() or \
+            Path(frame.f_code.co_filename).resolve() != Path(script).resolve():
         return None
     try:
         tree = ast.parse(Path(script).read_text(), script)
     except (SyntaxError, ValueError, OSError):  # not Python source (a frozen entry point)
         return None
     for node in tree.body:
-        if isinstance(node, ast.If) and _is_main_test(node.test) and \
-                node.lineno <= frame.f_lineno <= node.end_lineno:
-            return None
-    return script
-
-
-def _is_main_test(test) -> bool:
-    """Whether ``test`` is ``__name__ == "__main__"`` (either way round)."""
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
-            and isinstance(test.ops[0], ast.Eq)):
-        return False
-    sides = {ast.dump(test.left), ast.dump(test.comparators[0])}
-    return sides == {ast.dump(ast.Name("__name__", ast.Load())),
-                     ast.dump(ast.Constant("__main__"))}
+        if node.lineno <= frame.f_lineno <= node.end_lineno:
+            plain = isinstance(node, (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign))
+            return script if plain else None
+    return None
 
 
 def _repeated_trials(todo: dict, out: Path, others: list[str]) -> dict:
@@ -321,7 +322,12 @@ def _repeated_trials(todo: dict, out: Path, others: list[str]) -> dict:
         return all(recorded.get(name) == value for name, value in given.items()
                    if name not in ("epochs", "threads")
                    and not (name == "random_stream" and value is None))
-    earlier = [(runs.read_settings(out / name).record(), name) for name in others]
+    earlier = []
+    for name in others:
+        try:
+            earlier.append((runs.read_settings(out / name).record(), name))
+        except (OSError, ValueError, KeyError):  # a run of another irbm version: not compared
+            continue
     repeated = {}
     for name, mapping in todo.items():
         if runs.is_run(out / name):
@@ -338,8 +344,9 @@ def _sweep_lock(out: Path):
     """Hold ``out``'s sweep lock while a sweep runs into it: a second sweep there would train
     the same trials at the same time, each refused by the other's run locks and reported
     failed though the other finished it."""
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file, not a sweep directory")
+    _check_out(out)
+    made = not out.exists()
+    runs.check_writable(out)
     out.mkdir(parents=True, exist_ok=True)
     lock = hold_lock(out / SWEEP_LOCK_FILE, "running a sweep into it")
     try:
@@ -347,6 +354,8 @@ def _sweep_lock(out: Path):
     finally:
         (out / SWEEP_LOCK_FILE).unlink(missing_ok=True)
         lock.close()
+        if made and not any(out.iterdir()):  # refused before writing: as if never begun
+            out.rmdir()
 
 
 # ---------------------------------------------------------------------------- one trial
@@ -419,16 +428,21 @@ def run_trial(mapping: dict, trial_dir, evaluation: dict, *, threads: int = 1,
 
 
 # ---------------------------------------------------------------------------- the sweep
-def prepare_sweep_directory(out, spec: dict) -> Path:
-    """Make ``out`` a sweep directory for ``spec``: refuse a file or a non-empty directory
-    that is not a sweep; (re)write the marker."""
-    out = Path(out).resolve()
+def _check_out(out: Path) -> None:
+    """Refuse a file, or a non-empty directory that is not a sweep, as a sweep's --out."""
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a sweep directory")
     if out.is_dir() and any(path.name != SWEEP_LOCK_FILE for path in out.iterdir()) \
             and not sweep_table.is_sweep(out):
         raise ValueError(f"{out} is not empty and not an irbm sweep directory (no "
                          f"{sweep_table.MARKER_FILE}); choose a new --out")
+
+
+def prepare_sweep_directory(out, spec: dict) -> Path:
+    """Make ``out`` a sweep directory for ``spec``: refuse a file or a non-empty directory
+    that is not a sweep; (re)write the marker."""
+    out = Path(out).resolve()
+    _check_out(out)
     runs.check_writable(out)
     runs.write_json(out / sweep_table.MARKER_FILE, {
         "format": sweep_table.SWEEP_FORMAT, "version": sweep_table.SWEEP_VERSION,
@@ -599,15 +613,16 @@ def run_sweep(sweep, out, *, workers=None, scheduler=None, data_dir=None, thread
     _check_datasets(spec)
     out = Path(out).resolve()
     _check_started_trials(out, spec)
-    todo = {}
-    for name, point in spec["trials"].items():
-        mapping = trial_settings(spec, point)
-        # A data file relative to here means nothing to a worker in another directory.
-        mapping["dataset"] = workflows.dataset_key(mapping["dataset"])
-        if not is_finished(out / name, Settings.from_mapping(mapping).epochs):
-            todo[name] = mapping
-    _check_trial_data(todo, out, options["data_dir"])
     with _sweep_lock(out):
+        todo = {}
+        for name, point in spec["trials"].items():
+            mapping = trial_settings(spec, point)
+            # A data file relative to here means nothing to a worker in another directory.
+            mapping["dataset"] = workflows.dataset_key(mapping["dataset"])
+            if not is_finished(out / name, Settings.from_mapping(mapping).epochs):
+                todo[name] = mapping
+        if scheduler is None:  # a remote cluster's workers may see data this machine lacks
+            _check_trial_data(todo, out, options["data_dir"])
         prepare_sweep_directory(out, spec)
         others = sorted(path.name for path in out.iterdir()
                         if path.name not in spec["trials"] and runs.is_run(path))

@@ -144,24 +144,31 @@ def test_report_accepts_a_sweep_directory(swept, tmp_path):
         assert markdown.read_text().count("| iRBM") == 3
 
 
-def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path, cluster, caplog):
+def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch, cluster,
+                                                           caplog):
+    """On a remote cluster, whose workers may see data the submitting machine lacks, the data
+    is checked in the trials: a bad data file fails its trial alone."""
+    (tmp_path / "bad.csv").write_text("0,1,2\n" * 20)  # valid settings, not 0/1 data
     fixed = {key: value for key, value in BASE.items() if key != "dataset"}
-    sweep = {**fixed, "dataset": "digits", "epochs": 1, "grid": {"lr": [0.1, 1e30]}}
+    sweep = {**fixed, "epochs": 1, "grid": {"dataset": ["digits", "bad.csv"]}}
+    # A relative data file: the sweep hands the workers its full path (the workers, started
+    # before this chdir, run in another directory).
+    monkeypatch.chdir(tmp_path)
     result = run_sweep(sweep, tmp_path / "out", scheduler=cluster[0].scheduler_address,
                        progress=False)
-    assert result["done"] == 1 and result["failed"] == ["lr=1e+30"]
-    failed = tmp_path / "out" / "lr=1e+30"
+    assert result["done"] == 1 and result["failed"] == ["dataset=bad.csv"]
+    failed = tmp_path / "out" / "dataset=bad.csv"
     assert "Traceback" in (failed / ERROR_FILE).read_text()
     status = runs.read_json(failed / STATUS_FILE)
-    assert status["status"] == "failed" and "training diverged at epoch 1" in status["error"]
+    assert status["status"] == "failed" and str(tmp_path / "bad.csv") in status["error"]
     statuses = {row["trial"]: row["status"] for row in _table(tmp_path / "out")}
-    assert statuses["lr=0.1"] == "done"
-    assert statuses["lr=1e+30"].startswith("failed: TrainingDiverged")
+    assert statuses["dataset=digits"] == "done"
+    assert statuses["dataset=bad.csv"].startswith("failed: ValueError")
     # The report leaves it out saying it failed, not only that it has no evaluation.
     from irbm.sweep_table import evaluated_trial_dirs
     with caplog.at_level("WARNING", logger="irbm.sweep_table"):
-        assert evaluated_trial_dirs(tmp_path / "out") == [tmp_path / "out" / "lr=0.1"]
-    assert "lr=1e+30: failed (TrainingDiverged: training diverged" in caplog.text
+        assert evaluated_trial_dirs(tmp_path / "out") == [tmp_path / "out" / "dataset=digits"]
+    assert f"dataset=bad.csv: failed (ValueError: {tmp_path / 'bad.csv'}" in caplog.text
 
 
 def test_every_trials_data_is_loaded_and_checked_before_anything_runs(tmp_path, monkeypatch):
@@ -254,22 +261,26 @@ def test_a_script_that_sweeps_at_its_top_level_is_refused_before_any_work(tmp_pa
     script = tmp_path / "sweeps.py"
     script.write_text(
         "import irbm.sweep\n"
-        "try:\n"
-        f"    irbm.sweep.run_sweep({GRID!r}, 'out', workers=1, progress=False)\n"
-        "except RuntimeError as error:\n"
-        "    print('refused:', error)\n"
         "def check():\n"
         "    return irbm.sweep._unguarded_script()\n"
         "print('unguarded:', check())\n"
         "if __name__ == '__main__':\n"
         "    print('guarded:',\n"
-        "          check())\n")
+        "          check())\n"
+        "try:\n"
+        "    if __name__ == '__main__' and check() is None:\n"
+        "        print('a guard in a block: passes')\n"
+        "finally:\n"
+        "    pass\n"
+        f"result = irbm.sweep.run_sweep({GRID!r}, 'out', workers=1, progress=False)\n")
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                             cwd=tmp_path, env=subprocess_environment(), timeout=300)
-    assert result.stdout.splitlines() == [
-        f"refused: {script} calls the sweep at its top level: the local cluster's workers "
+    assert result.stdout.splitlines() == [f"unguarded: {script}", "guarded: None",
+                                          "a guard in a block: passes"], result.stderr
+    assert result.returncode == 1 and result.stderr.strip().splitlines()[-1] == (
+        f"RuntimeError: {script} calls the sweep at its top level: the local cluster's workers "
         "import that script again, and each would start a sweep; put the call under `if "
-        '__name__ == "__main__":`', f"unguarded: {script}", "guarded: None"], result.stderr
+        '__name__ == "__main__":`'), result.stderr
     assert not (tmp_path / "out").exists()
 
 
