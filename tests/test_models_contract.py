@@ -337,6 +337,17 @@ def test_infinite_rbm_rejects_beta_at_most_one(beta):
     """InfiniteRBM(beta <= 1) raises a ValueError naming beta: the partition function diverges."""
     with pytest.raises(ValueError, match=r"beta"):
         irbm.InfiniteRBM(4, n_hidden=2, beta=beta)
+    # Loaded weights (a model of one's own, the README's route) are held to the same rule:
+    # they made every number NaN or inf. The model is left as it was.
+    model = irbm.InfiniteRBM(4, n_hidden=2)
+    before = {name: value.clone() for name, value in model.state_dict().items()}
+    with pytest.raises(ValueError, match=r"beta must be a finite number > 1"):
+        model.load_state_dict({**model.state_dict(), "beta": torch.tensor(beta)})
+    assert all(torch.equal(value, before[name]) for name, value in model.state_dict().items())
+    if beta > 0:  # an ordered RBM takes any positive beta, loaded too
+        ordered = irbm.OrderedRBM(4, 2)
+        ordered.load_state_dict({**ordered.state_dict(), "beta": torch.tensor(beta)})
+        assert float(ordered.beta) == pytest.approx(beta)
 
 
 def test_constructors_reject_impossible_sizes():

@@ -62,6 +62,13 @@ class OrderedRBM(BipartiteModel):
     def config(self) -> dict:
         return {**super().config(), "beta": float(self.beta)}
 
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """As `EnergyModel.load_state_dict`, with beta validated first as the constructor and
+        ``model.beta = ...`` validate it (an iRBM's beta <= 1 made every number NaN or inf)."""
+        if "beta" in state_dict:
+            self._checked_beta(torch.as_tensor(state_dict["beta"]).item())
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
     # ------------------------------------------------------------------ energies
     def _penalties(self) -> torch.Tensor:
         """beta_i = beta * softplus(b_i), shape (n_hidden,)."""
