@@ -238,6 +238,36 @@ def test_pseudo_likelihood_is_scikit_learns_for_the_rbm():
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
+def test_arrays_given_to_an_estimator_never_fitted_define_its_model(cls):
+    """scikit-learn's BernoulliRBM takes components_ and the intercepts set on an unfitted
+    estimator; ours raised AttributeError on n_features_in_ (a walkthrough's own weights)."""
+    X = binary_data()
+    rng = np.random.RandomState(3)
+    arrays = rng.randn(5, 6), rng.randn(5), rng.randn(6)
+    model = small(cls, dtype="float64", n_iter=1)
+    model.components_, model.intercept_hidden_, model.intercept_visible_ = arrays
+    reference = irbm.RBM(6, 5, dtype=torch.float64) if cls is BernoulliRBM else \
+        irbm.OrderedRBM(6, 5, beta=model.beta, dtype=torch.float64) \
+        if cls is OrderedBernoulliRBM else \
+        irbm.InfiniteRBM(6, n_hidden=5, beta=model.beta, dtype=torch.float64)
+    with torch.no_grad():
+        for parameter, array in zip((reference.W, reference.b, reference.c), arrays):
+            parameter.copy_(torch.as_tensor(array))
+    np.testing.assert_allclose(model.score_samples(X),
+                               reference.log_likelihood_exact(torch.as_tensor(X)).numpy(),
+                               rtol=1e-10)
+    assert model.n_features_in_ == 6 and model.n_components_ == 5
+    if cls is BernoulliRBM:
+        theirs = SklearnBernoulliRBM(n_components=5)
+        theirs.components_, theirs.intercept_hidden_, theirs.intercept_visible_ = arrays
+        np.testing.assert_allclose(model.transform(X), theirs.transform(X), rtol=1e-10)
+    model.partial_fit(X)  # trains on from them (the iRBM may grow)
+    assert model.components_.shape[1] == 6 and model.components_.shape[0] >= 5
+    with pytest.raises(ValueError, match="expecting 6 features"):
+        model.transform(X[:, :4])
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
 def test_score_samples_falls_back_to_ais(cls, monkeypatch):
     X = binary_data()
     settings = {"dtype": "float64", "n_iter": 5, "score_chains": 200, "score_betas": 1000}

@@ -420,6 +420,13 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                              f"{hidden_bias.shape} and intercept_visible_ {visible_bias.shape} "
                              "do not fit together: expected (n_components, n_features), "
                              "(n_components,) and (n_features,)")
+        if getattr(self, "_model", None) is None:  # arrays given to an estimator never fitted
+            # (scikit-learn's BernoulliRBM takes them so): they define its features.
+            self.n_features_in_ = weights.shape[1]
+            self._model = self._empty_model(weights.shape[1], weights.shape[0])
+            self._trainer = None
+            self._feature_sums, self._n_samples_seen = np.zeros(weights.shape[1]), 0
+            self.random_state_ = check_random_state(self.random_state)
         if weights.shape[1] != self.n_features_in_:
             raise ValueError(f"components_ has {weights.shape[1]} columns; the estimator was "
                              f"fitted on {self.n_features_in_} features")
