@@ -92,8 +92,17 @@ def model_tensors(model: EnergyModel) -> dict[str, torch.Tensor]:
 
 
 def model_metadata(model: EnergyModel) -> dict:
-    """What rebuilds the model before its tensors are loaded: constructor arguments, dtype."""
-    return {"model": model.config(), "dtype": str(model.dtype).removeprefix("torch.")}
+    """What rebuilds the model before its tensors are loaded: constructor arguments, dtype.
+    ValueError when `config` leaves out a constructor option (a family of one's own): the
+    model would come back with that option's default, without a word."""
+    config = model.config()
+    missing = sorted(set(type(model).options()) - set(config))
+    if missing:
+        raise ValueError(f"{type(model).__name__}.config() leaves out its constructor option"
+                         f"{'s' if len(missing) > 1 else ''} {', '.join(missing)}: a saved "
+                         "model would load with the default; return every option from "
+                         "config() ({**super().config(), 'name': self.name})")
+    return {"model": config, "dtype": str(model.dtype).removeprefix("torch.")}
 
 
 def model_from_tensors(tensors, metadata, *, device=None, dtype=None) -> EnergyModel:

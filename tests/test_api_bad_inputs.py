@@ -171,6 +171,22 @@ def test_save_refuses_what_is_not_a_model_before_writing(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+def test_a_family_whose_config_leaves_out_an_option_is_not_saved(tmp_path):
+    """A family's option missing from config() came back at its default after irbm.save and
+    irbm.load, without a word (a walkthrough's family of its own)."""
+    class Forgets(irbm.RBM):
+        def __init__(self, n_visible, n_hidden=3, *, scale=1.0, dtype=torch.float32,
+                     device=None, generator=None):
+            super().__init__(n_visible, n_hidden, dtype=dtype, device=device,
+                             generator=generator)
+            self.scale = scale
+    with pytest.raises(ValueError, match=r"Forgets.config\(\) leaves out its constructor "
+                                         r"option scale: a saved model would load with the "
+                                         r"default"):
+        irbm.save(Forgets(5, scale=7.0), tmp_path / "model.safetensors")
+    assert not any(tmp_path.iterdir())
+
+
 def test_a_checkpoint_from_a_newer_irbm_says_to_upgrade(tmp_path):
     from safetensors import safe_open
     from safetensors.torch import load_file, save_file

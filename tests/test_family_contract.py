@@ -77,6 +77,8 @@ def data_for(seed=0, n_rows=200):
 def test_registered_and_rebuilt_from_config(factory):
     model = randomized(factory)
     assert REGISTRY[model.family] is type(model)
+    # Every constructor option is in config(): checkpoints rebuild the model from it.
+    assert set(type(model).options()) <= set(model.config())
     rebuilt = build_model(model.config(), dtype=torch.float64)
     rebuilt.load_state_dict(model.state_dict())
     assert rebuilt.config() == model.config()
