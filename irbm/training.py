@@ -80,9 +80,15 @@ class Callback:
     `Trainer.relayout_hidden` for the hidden layout, so the optimizer state follows), and
     ``on_hidden_layout`` lets a callback keep per-unit statistics aligned with the units.
     Setting ``trainer.stop_training = True`` ends the fit after the current epoch (early
-    stopping). A schedule of the learning rate computes it from ``trainer.epoch`` and
-    ``trainer.config.lr`` into ``trainer.optimizer.lr`` at each epoch: a checkpoint restores
-    ``config.lr``, not the optimizer's current value, so a rule of the epoch resumes exactly.
+    stopping). A schedule of the learning rate sets ``trainer.optimizer.lr`` from
+    ``trainer.epoch`` (the epochs done) and ``trainer.config.lr`` in ``on_epoch_start``: a
+    checkpoint restores ``config.lr``, not the optimizer's current value, so a rule applied
+    there resumes exactly (in ``on_epoch_end`` the first epoch after a resume would run at
+    ``config.lr``)::
+
+        class InverseTime(Callback):
+            def on_epoch_start(self, trainer):
+                trainer.optimizer.lr = trainer.config.lr / (1 + trainer.epoch)
     """
 
     def check_fit(self, trainer: Trainer):
@@ -92,6 +98,9 @@ class Callback:
 
     def on_fit_start(self, trainer: Trainer):
         pass
+
+    def on_epoch_start(self, trainer: Trainer):
+        """Before the epoch's first update (``trainer.epoch`` epochs are done)."""
 
     def on_update_start(self, trainer: Trainer, batch: torch.Tensor):
         pass
@@ -545,6 +554,8 @@ class Trainer:
             if not keep_enclosing:  # every epoch: a growing model's products outgrow one thread
                 apply_threads(threads, self.config.batch_size * self.model.n_visible
                               * max(self.model.n_hidden, 1))
+            for callback in callbacks:
+                callback.on_epoch_start(self)
             start = time.perf_counter()
             order = torch.randperm(train.shape[0], generator=self.order_generator) \
                 if self.config.shuffle else None

@@ -265,6 +265,35 @@ def test_the_trainer_trains_and_resumes_with_the_epsilon_placement_it_records(tm
     assert not torch.equal(finals["outside"], finals["inside"])
 
 
+def test_a_learning_rate_schedule_at_each_epochs_start_resumes_exactly(tmp_path):
+    """The rule the Callback docstring gives, fitted to 4 epochs, against 2, a checkpoint and
+    2 more: the same parameters bit for bit and the same learning rates epoch by epoch (set in
+    on_epoch_end, as a walkthrough did, the resumed run's third epoch ran at config.lr)."""
+    seen = {}
+
+    class InverseTime(Callback):
+        def __init__(self, name):
+            self.name = name
+
+        def on_epoch_start(self, trainer):
+            trainer.optimizer.lr = trainer.config.lr / (1 + trainer.epoch)
+
+        def on_update_end(self, trainer, batch):
+            seen.setdefault(self.name, {})[trainer.epoch] = trainer.optimizer.lr
+
+    data = prototype_data(n_rows=40)
+    whole = Trainer(FACTORIES["irbm"](), cd_k=1, batch_size=10, lr=0.1, progress=False)
+    whole.fit(data, 4, callbacks=[InverseTime("whole")])
+    first = Trainer(FACTORIES["irbm"](), cd_k=1, batch_size=10, lr=0.1, progress=False)
+    first.fit(data, 2, callbacks=[InverseTime("resumed")])
+    first.save_checkpoint(tmp_path / "checkpoint.safetensors")
+    resumed = Trainer.from_checkpoint(tmp_path / "checkpoint.safetensors", progress=False)
+    resumed.fit(data, 4, callbacks=[InverseTime("resumed")])
+    assert seen["whole"] == seen["resumed"] == {epoch: 0.1 / (1 + epoch) for epoch in range(4)}
+    assert all(torch.equal(a, b) for a, b in zip(whole.model.state_dict().values(),
+                                                  resumed.model.state_dict().values()))
+
+
 @pytest.mark.parametrize("kind", ["adagrad", "sgd"])
 def test_authors_regularization_is_a_penalty_on_w_inside_the_gradient(kind):
     """RBM/oRBM under the authors' convention: their penalties' gradient joins W's gradient
