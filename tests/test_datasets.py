@@ -611,8 +611,13 @@ def test_binarization_on_request(tmp_path):
     with pytest.raises(ValueError, match=r"probabilities in \[0, 1\]"):
         load_user_data(tmp_path / "grey.npy", binarize="stochastic")
     with pytest.raises(ValueError, match=r"binarize='threshold' \(--binarize threshold\) needs "
-                       r"values in \[0, 1\]"):
+                       r"values in \[0, 1\].*\(divide by the maximum\)"):
         load_user_data(tmp_path / "grey.npy", binarize="threshold")
+    # Centred values: dividing by the maximum would leave them negative (a walkthrough).
+    np.save(tmp_path / "centred.npy", probabilities - 0.5)
+    with pytest.raises(ValueError, match=r"spans \[-0.*\(subtract the minimum, then divide by "
+                                         r"the range\)"):
+        load_user_data(tmp_path / "centred.npy", binarize="threshold")
     with pytest.raises(ValueError, match="binarize must be one of"):
         load_user_data(tmp_path / "p.npy", binarize="round")
     # 8-bit grey levels, as images are stored, are intensities / 255 (a walkthrough's 0-255
@@ -688,6 +693,18 @@ def test_bad_user_files(tmp_path):
              test=np.zeros((1, 2)))
     with pytest.raises(ValueError, match="different numbers of columns"):
         load_user_data(tmp_path / "widths.npz")
+    # Images of one size but another shape (a transposed split) flattened into the same width
+    # with their pixels out of line: accepted without a word before.
+    images = np.zeros((3, 4, 10))
+    np.savez(tmp_path / "transposed.npz", train=images, valid=images[:1],
+             test=images[:1].transpose(0, 2, 1))
+    with pytest.raises(ValueError, match=r"transposed.npz: the splits hold images of different "
+                                         r"shapes train \(4, 10\), valid \(4, 10\), test "
+                                         r"\(10, 4\)"):
+        load_user_data(tmp_path / "transposed.npz")
+    np.savez(tmp_path / "mixed.npz", train=images, valid=images[:1].reshape(1, -1),
+             test=images[:1])  # images beside flat rows of their size: read as those images
+    assert load_user_data(tmp_path / "mixed.npz").image_shape == (4, 10)
 
 
 # ----------------------------------------------------------------------------- load_dataset

@@ -92,6 +92,11 @@ def load_user_data(path, *, binarize: str | None = None, threshold: float = 0.5,
                          ": leave it out")
 
     shapes = {name: _check_rows(x, path, name) for name, x in arrays.items()}
+    images = {name: shape for name, shape in shapes.items() if shape is not None}
+    if len(set(images.values())) > 1:  # flattened, their pixels would not line up
+        raise ValueError(f"{path}: the splits hold images of different shapes "
+                         f"{', '.join(f'{name} {shape}' for name, shape in images.items())}: "
+                         "store every split in one shape (a transposed split?)")
     arrays = {name: x.reshape(len(x), -1) for name, x in arrays.items()}
     n_rows = sum(len(x) for x in arrays.values())
     if n_rows < next(iter(arrays.values())).shape[1]:
@@ -253,9 +258,10 @@ def _binarize(splits, path, how, threshold, seed) -> list[np.ndarray]:
         kind = "probabilities" if how == "stochastic" else "values"
         for name, x in zip(SPLITS, splits):
             if x.min() < 0 or x.max() > 1:
+                how_to = ("divide by the maximum" if x.min() >= 0 else
+                          "subtract the minimum, then divide by the range")
                 raise ValueError(f"{path}: binarize={how!r} (--binarize {how}) needs {kind} "
-                                 f"in [0, 1], {name} spans [{x.min()}, {x.max()}] (divide by "
-                                 "the maximum)")
+                                 f"in [0, 1], {name} spans [{x.min()}, {x.max()}] ({how_to})")
     if how == "threshold":
         return [(x > threshold).astype(np.uint8) for x in splits]
     if how == "stochastic":
