@@ -398,7 +398,7 @@ def sample_run(run_dir, *, n_samples=16, n_steps=10000, init="random", z_max_ini
     from .plotting.run import model_description, sample_description
     check_device(device)
     run_dir = runs.require_run(run_dir, command="irbm sample")
-    dataset = runs.load_run_dataset(run_dir, data_dir)
+    image_shape, pixel_order, test = _sample_layout(run_dir, init, data_dir)
     # figures/ is made when there is a figure to put in it; one that cannot take it is
     # refused now, not after the chains ran.
     runs.check_writable(run_dir / "figures" if (run_dir / "figures").exists() else run_dir)
@@ -413,7 +413,7 @@ def sample_run(run_dir, *, n_samples=16, n_steps=10000, init="random", z_max_ini
     if z_max_init and not model.has_z:
         raise ValueError(f"--z-max-init (Python: z_max_init=True) starts z at its largest "
                          f"value, and {run_dir}'s {model.display_name} has no z: leave it out")
-    n_test = 0 if dataset.test is None else len(dataset.test)
+    n_test = 0 if test is None else len(test)
     if init == "data" and not n_test:
         raise ValueError(f"--init data (Python: init='data') starts the chains from test rows, "
                          f"and {run_dir} has none: start them from --init random")
@@ -426,7 +426,7 @@ def sample_run(run_dir, *, n_samples=16, n_steps=10000, init="random", z_max_ini
     generator = torch.Generator(device=model.device).manual_seed(seed)
     start = time.perf_counter()
     result = sample(model, n_samples, n_steps, init=init,
-                    data=torch.as_tensor(dataset.test) if init == "data" else None,
+                    data=torch.as_tensor(test) if init == "data" else None,
                     z_max_init=z_max_init, generator=generator, progress=progress,
                     threads=threads)
     probabilities = result.probabilities.cpu().numpy()
@@ -441,14 +441,24 @@ def sample_run(run_dir, *, n_samples=16, n_steps=10000, init="random", z_max_ini
     figures = runs.check_writable(run_dir / "figures")
     # The binary states, as `irbm plot` draws them (P(v | h) of the last step drew chains at
     # small z as flat grey tiles under a caption that says white = 1).
-    plot_samples(result.samples.cpu().numpy(), dataset.image_shape, figures / "samples.png",
-                 order=dataset.pixel_order,
-                 one_means=getattr(dataset, "one_means", None),
+    plot_samples(result.samples.cpu().numpy(), image_shape, figures / "samples.png",
+                 order=pixel_order,
                  title=f"{model.display_name} samples "
                        f"({sample_description(n_steps, init, z_max_init)}; "
                        f"{model_description(source.file, source.epoch)})")
     logger.info("%d samples in %.1fs", n_samples, time.perf_counter() - start)
     return run_dir / runs.SAMPLES_FILE, figures / "samples.png"
+
+
+def _sample_layout(run_dir: Path, init: str, data_dir) -> tuple:
+    """(image shape, pixel order, test rows or None) for `sample_run`: chains from random
+    states need no data, so the run's record gives the layout (a moved data file no longer
+    stops them); chains from test rows read the run's data."""
+    recorded = runs.recorded_data(run_dir)
+    if init != "data" and "image_shape" in recorded and "pixel_order" in recorded:
+        return tuple(recorded["image_shape"]), recorded["pixel_order"], None
+    dataset = runs.load_run_dataset(run_dir, data_dir)
+    return dataset.image_shape, dataset.pixel_order, dataset.test
 
 
 def plot_run(run_dir, *, data_dir=None, device=None, allow_stale=False, echo=None,

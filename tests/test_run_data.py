@@ -61,9 +61,16 @@ def test_a_run_trained_with_data_dir_is_evaluated_sampled_and_plotted_offline(tr
 def test_other_data_under_the_same_name_is_refused(trained, tmp_path):
     run_dir, data_dir = trained
     write_caltech(data_dir, seed=1)  # same file name and shapes, other rows
-    for command in (["evaluate", run_dir], ["sample", run_dir], ["plot", run_dir],
+    for command in (["evaluate", run_dir], ["sample", run_dir, "--init", "data"],
+                    ["plot", run_dir],
                     ["train", "rbm", "caltech101", "--out", run_dir, "--epochs", 2]):
         assert_clean_error(run_cli(*command), "not the data", "sha256", "--data-dir")
+    # Chains from random states read no data: the run's record gives the images' layout.
+    assert_ok(run_cli("sample", run_dir, "--n", 2, "--steps", 2))
+    shutil.rmtree(data_dir)
+    assert_ok(run_cli("sample", run_dir, "--n", 2, "--steps", 2))
+    with np.load(run_dir / "samples.npz") as saved:
+        assert saved["samples"].shape == (2, 784)
     # The same data elsewhere, named by --data-dir, passes the check.
     copy = write_caltech(tmp_path / "copy")
     assert_ok(run_cli("evaluate", run_dir, "--data-dir", copy, "--chains", 5, "--betas", 20))
