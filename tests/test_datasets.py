@@ -709,6 +709,18 @@ def test_bad_user_files(tmp_path):
 
 # ----------------------------------------------------------------------------- load_dataset
 
+def test_a_data_file_in_data_dir_named_without_its_path_is_explained(tmp_path, monkeypatch):
+    """--data-dir was silently ignored for a data file named without its directory ("no such
+    file" though the file lay there; a walkthrough): the message names its path."""
+    (tmp_path / "dd").mkdir()
+    np.save(tmp_path / "dd" / "x.npy", np.zeros((30, 4)))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"x.npy: no such file; a data file is named by "
+                                                r"its path \(dd/x.npy, say\)"):
+        load_dataset("x.npy", data_dir="dd")
+    assert load_dataset("dd/x.npy", data_dir="dd").n_visible == 4
+
+
 def test_load_dataset_names_aliases_and_paths(isolated, tmp_path):
     write_paper_npz(tmp_path / "mnist.npz", sizes=(3, 2, 2))
     write_paper_npz(tmp_path / "caltech101_silhouettes_28.npz", max_value=1)

@@ -75,7 +75,15 @@ def load_dataset(name_or_path, data_dir=None, **options) -> Dataset:
                              + ("; to take fewer rows, load_dataset(...).subset(n_train, "
                                 "n_valid, n_test)" if any(
                                     name.endswith("_size") for name in unknown) else ""))
-    return loader(**options) if key in LOADERS else loader(Path(key), **options)
+    if key in LOADERS:
+        return loader(**options)
+    path = Path(key)
+    if not path.is_file() and data_dir is not None and (Path(data_dir) / path).is_file():
+        # A data file is named by its path: --data-dir is where the paper's datasets are.
+        raise FileNotFoundError(f"{path}: no such file; a data file is named by its path "
+                                f"({Path(data_dir) / path}, say): --data-dir (Python: "
+                                "data_dir=) tells where the paper's datasets are")
+    return loader(path, **options)
 
 
 def dataset_name(name) -> str:
