@@ -160,6 +160,11 @@ class Settings:
                                       resume="fixed", family_option=True)
     dtype: str = _setting("precision of the parameters", "model", "float32", choices=DTYPES,
                           resume="fixed")
+    init_model: str | None = _setting(
+        "start from this saved model (irbm.save's file, or a run's model.safetensors: weights "
+        "trained elsewhere, say) instead of new parameters; the run takes its family's options "
+        "from it (--epochs 0 makes a run of it to evaluate, sample and report)", "model", None,
+        resume="fixed")
     # ---------------------------------------------------------------- training
     epochs: int = _setting("total epochs (raise it to train a run further)", "training", 100,
                            minimum=0, resume="free")

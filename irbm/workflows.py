@@ -9,6 +9,7 @@ it writes anything, and raises ValueError or OSError with a one-line reason. Mes
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -199,10 +200,17 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
         except ckpt.CheckpointError:
             metadata = {}  # unreadable: Trainer.from_checkpoint says why, below
         runs.check_recorded_model(out, metadata.get("model"), ckpt.TRAINER_FILE)
-    settings = replace(settings, dataset=dataset_key(settings.dataset)).resolved()
+    settings = replace(settings, dataset=dataset_key(settings.dataset))
+    initial = None
+    if settings.init_model is not None and not resuming:  # a resume has its checkpoint
+        settings, initial = _initial_model(settings, device)
+    settings = settings.resolved()
     forced = _check_resumed_settings(out, settings, force) if resuming else {}
     whole = training_data(settings, out, data_dir, resuming=resuming)
     dataset = whole.subset(settings.train_size, settings.valid_size, settings.test_size)
+    if initial is not None and initial.n_visible != dataset.n_visible:
+        raise ValueError(f"--init-model {settings.init_model} has {initial.n_visible} visible "
+                         f"units; {settings.dataset} has {dataset.n_visible} values per row")
     record = {"settings": settings.record(),
               "dataset": {"name": dataset.name, "n_visible": dataset.n_visible,
                           "image_shape": list(dataset.image_shape),
@@ -253,10 +261,14 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
                         "that work will be stale (finish it first with the `irbm evaluate "
                         "--bracket` command that started it, or delete it)")
     else:
-        trainer = _new_trainer(settings, dataset.n_visible, device)
+        trainer = _new_trainer(settings, dataset.n_visible, device, initial)
         name = trainer.model.display_name
         article = "an" if name[:1].lower() in "aeio" or name[:1] in "FHLMNRSX" else "a"
         message = f"training {article} {name} on {dataset!r} into {out}"
+        if initial is not None:  # what the run started from, beside its settings
+            record["initial_model"] = {"file": settings.init_model,
+                                       "model_sha256": runs.model_digest(initial)}
+            message += f"\nstarting from {settings.init_model} ({initial.n_hidden} hidden units)"
         if settings.profile != "irbm":  # the rules it sets are otherwise only in config.json
             message += f"\nprofile {settings.profile}: " + ", ".join(
                 f"{rule} {getattr(settings, rule)}" for rule in PROFILES[settings.profile])
@@ -338,13 +350,42 @@ def training_data(settings: Settings, out, data_dir=None, *, resuming: bool, cac
     return whole
 
 
-def _new_trainer(settings: Settings, n_visible: int, device) -> Trainer:
-    """A trainer of a new model, whose size is checked against the memory first."""
-    check_model_size(settings.n_hidden or 1, n_visible, settings.dtype, device)
-    model = build_model(settings.model_config(n_visible), dtype=getattr(torch, settings.dtype),
-                        device=device)
-    model.reset_parameters(torch.Generator().manual_seed(settings.seed))
-    return Trainer(model, device=device, progress=False, **settings.training_options())
+def _new_trainer(settings: Settings, n_visible: int, device, initial=None) -> Trainer:
+    """A trainer of a new model, whose size is checked against the memory first, or of
+    ``initial`` (`_initial_model`)."""
+    if initial is None:
+        check_model_size(settings.n_hidden or 1, n_visible, settings.dtype, device)
+        initial = build_model(settings.model_config(n_visible),
+                              dtype=getattr(torch, settings.dtype), device=device)
+        initial.reset_parameters(torch.Generator().manual_seed(settings.seed))
+    return Trainer(initial, device=device, progress=False, **settings.training_options())
+
+
+def _initial_model(settings: Settings, device) -> tuple[Settings, object]:
+    """(settings with the model's family options, the model) of ``settings.init_model``;
+    ValueError when the file is not a model of the settings' family, or its options differ
+    from those given, or ``visible_init="data"`` would replace its visible biases."""
+    path = Path(settings.init_model).expanduser()
+    if not path.exists():
+        raise FileNotFoundError(f"--init-model {path}: no such file (give a model saved by "
+                                "irbm.save, or a run directory or its model.safetensors)")
+    model = ckpt.load(path, device=device, dtype=getattr(torch, settings.dtype))
+    if model.family != settings.family:
+        raise ValueError(f"--init-model {path} holds a model of the family {model.family}, "
+                         f"and this run's is {settings.family}: train {model.family}")
+    config = model.config()
+    taken = {name: value for name, value in config.items()
+             if name in SPECS and SPECS[name].family_option}
+    differ = [f"{name} {getattr(settings, name)} (the model's: {value})"
+              for name, value in taken.items() if getattr(settings, name) is not None
+              and not math.isclose(getattr(settings, name), value, rel_tol=1e-6)]
+    if differ:
+        raise ValueError(f"--init-model {path} is not the model these settings describe: "
+                         f"{', '.join(differ)}; leave those options out (the model's are taken)")
+    if settings.visible_init == "data":
+        raise ValueError("--visible-init data would set the visible biases of --init-model "
+                         f"{path} to the data's log-odds: leave it out")
+    return replace(settings, init_model=str(path.resolve()), **taken), model
 
 
 def _callbacks(settings, out, train, valid, record, echo) -> list:
