@@ -4,8 +4,8 @@ Implements the RBM, the ordered RBM and the infinite RBM of Cote & Larochelle,
 "An Infinite Restricted Boltzmann Machine" (Neural Computation, 2016).
 """
 
-import importlib
-import importlib.util
+from importlib import import_module as _import_module
+from importlib.util import find_spec as _find_spec
 
 from .checkpoint import load, save
 from .models import (
@@ -24,7 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = ["RBM", "OrderedRBM", "InfiniteRBM", "EnergyModel", "HiddenState", "FAMILIES",
            "build_model", "Trainer", "Callback", "save", "load", "ais", "bracket", "evaluate",
-           "floor", "tempering", "datasets", "sampling", "plotting", "sklearn", "runs",
+           "reverse", "floor", "tempering", "datasets", "sampling", "plotting", "sklearn", "runs",
            "strategies", "sweep", "workflows", "settings", "register_family", "__version__"]
 
 
@@ -32,6 +32,6 @@ def __getattr__(name):
     # Every public submodule loads on first use (`irbm.tempering.X` after `import irbm` alone),
     # so `import irbm` stays light (no matplotlib, no sklearn, no Dask).
     if name.isidentifier() and not name.startswith("_") and \
-            importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        return importlib.import_module(f".{name}", __name__)
+            _find_spec(f"{__name__}.{name}") is not None:
+        return _import_module(f".{name}", __name__)
     raise AttributeError(f"module 'irbm' has no attribute {name!r}")

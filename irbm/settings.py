@@ -404,8 +404,11 @@ def refuse_foreign_options(family: str, mapping: dict):
     foreign = [name for name, value in mapping.items() if name in SPECS
                and SPECS[name].family_option and value is not None and name not in options]
     if foreign:
+        # Options the command line has no flag for (a family of one's own) are said so.
+        named = [_both(name) if name in SPECS else f"{name} (set from Python)"
+                 for name in options]
         raise ValueError(f"{family} does not take {', '.join(map(_both, foreign))}; "
-                         f"the options of {family} are {', '.join(options) or 'none'}")
+                         f"the options of {family} are {', '.join(named) or 'none'}")
 
 
 def check_setting(name: str, value):

@@ -143,8 +143,8 @@ def binarize_stochastic(splits: Sequence[np.ndarray], scale: float, seed: int) -
 def fixed_split(n_rows: int, n_valid: int, n_test: int, seed: int = 0):
     """Row indices (train, valid, test) of a shuffled split that depends only on the sizes."""
     if n_rows - n_valid - n_test < 1 or n_valid < 1 or n_test < 1:
-        raise ValueError(f"cannot split {n_rows} rows into train / {n_valid} valid / "
-                         f"{n_test} test with at least one row each")
+        raise ValueError(f"cannot split {n_rows} rows into {n_rows - n_valid - n_test} "
+                         f"train / {n_valid} valid / {n_test} test with at least one row each")
     order = np.random.RandomState(seed).permutation(n_rows)
     n_train = n_rows - n_valid - n_test
     return order[:n_train], order[n_train:n_train + n_valid], order[n_train + n_valid:]
