@@ -98,10 +98,11 @@ def model_metadata(model: EnergyModel) -> dict:
     config = model.config()
     missing = sorted(set(type(model).options()) - set(config))
     if missing:
+        entries = ", ".join(f"{name!r}: self.{name}" for name in missing)
         raise ValueError(f"{type(model).__name__}.config() leaves out its constructor option"
                          f"{'s' if len(missing) > 1 else ''} {', '.join(missing)}: a saved "
                          "model would load with the default; return every option from "
-                         "config() ({**super().config(), 'name': self.name})")
+                         f"config() ({{**super().config(), {entries}}})")
     return {"model": config, "dtype": str(model.dtype).removeprefix("torch.")}
 
 

@@ -240,6 +240,8 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
                               if name != "n_hidden" and value is not None)
                     + (f", visible biases from the {settings.visible_init}"
                        if settings.visible_init != "zeros" else "")
+                    + (f", from {Path(settings.init_model).name}"
+                       if settings.init_model is not None else "")
                     + "".join(f", {split} rows {size}" for split, size in
                               (("train", settings.train_size), ("valid", settings.valid_size),
                                ("test", settings.test_size)) if size is not None)

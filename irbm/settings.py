@@ -45,15 +45,16 @@ _LARGEST_PROBE = 2**20
 
 
 def _setting(help_text, group, default=MISSING, *, choices=None, minimum=None, above=None,
-             resume="force", positional=False, family_option=False):
+             resume="force", positional=False, family_option=False, path=False):
     """A dataclass field carrying what the command line, config files and validation need.
 
     ``choices`` may be a callable (read when used: families can register after import);
     ``minimum`` is inclusive, ``above`` exclusive; ``family_option`` marks constructor options
-    of the model families."""
+    of the model families; ``path``, a file path, kept absolute (a run resumed from another
+    directory, or by the same command, names the same file)."""
     metadata = {"help": help_text, "group": group, "choices": choices, "minimum": minimum,
                 "above": above, "resume": resume, "positional": positional,
-                "family_option": family_option}
+                "family_option": family_option, "path": path}
     return field(default=default, metadata=metadata)
 
 
@@ -76,8 +77,9 @@ class SettingSpec:
         Inclusive and exclusive lower bounds.
     resume : {"free", "force", "fixed"}
         What resuming a run may do with it (module docstring).
-    positional, family_option : bool
-        A positional argument of `irbm train`; a constructor option of the model families.
+    positional, family_option, path : bool
+        A positional argument of `irbm train`; a constructor option of the model families; a
+        file path (made absolute).
     """
 
     name: str
@@ -92,6 +94,7 @@ class SettingSpec:
     resume: str
     positional: bool
     family_option: bool
+    path: bool = False
 
     @property
     def flag(self) -> str:
@@ -136,7 +139,7 @@ class SettingSpec:
         valid = valid and (self.above is None or value > self.above)
         if not valid:
             raise ValueError(f"{self.name} must be {self.rule()}, got {value!r}")
-        return self.kind(value)
+        return str(Path(value).expanduser().resolve()) if self.path else self.kind(value)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,8 +166,9 @@ class Settings:
     init_model: str | None = _setting(
         "start from this saved model (irbm.save's file, or a run's model.safetensors: weights "
         "trained elsewhere, say) instead of new parameters; the run takes its family's options "
-        "from it (--epochs 0 makes a run of it to evaluate, sample and report)", "model", None,
-        resume="fixed")
+        "from it, and its precision unless --dtype is given (--epochs 0 makes a run of it to "
+        "evaluate, sample and report; a run directory gives its best model, else its latest)",
+        "model", None, resume="fixed", path=True)
     # ---------------------------------------------------------------- training
     epochs: int = _setting("total epochs (raise it to train a run further)", "training", 100,
                            minimum=0, resume="free")

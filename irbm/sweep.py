@@ -75,6 +75,7 @@ logger = logging.getLogger(__name__)
 EVALUATION_DEFAULTS = {"chains": 100, "betas": 1000, "seed": 0}
 SWEEP_LOCK_FILE = ".sweep.lock"  # held while a sweep runs into the directory (`_sweep_lock`)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
+_RUN_MODEL_FILES = (ckpt.MODEL_FILE, runs.BEST_FILE, ckpt.TRAINER_FILE)
 
 
 # ---------------------------------------------------------------------------- the sweep file
@@ -107,6 +108,12 @@ def read_sweep(source) -> dict:
     grid = values.pop("grid", {})
     evaluation = values.pop("evaluation", {})
     _check_keys(name, values, grid, evaluation)
+    if beside is not None:  # a model named relative to the sweep file, as a data file is
+        if isinstance(values.get("init_model"), str):
+            values["init_model"] = _file_beside(values["init_model"], beside)
+        if isinstance(grid.get("init_model"), list):
+            grid = {**grid, "init_model": [_file_beside(value, beside) if isinstance(value, str)
+                                           else value for value in grid["init_model"]]}
     fixed = {key: _checked(name, key, value) for key, value in values.items()}
     grid = {key: [_checked(name, f"grid.{key}", v) for v in _values(name, key, options)]
             for key, options in grid.items()}
@@ -165,6 +172,13 @@ def _data_file_beside(dataset: str, directory: Path) -> str:
     return str(path.resolve()) if path.is_file() else dataset
 
 
+def _file_beside(value: str, directory: Path) -> str:
+    """A relative path, beside the sweep file when something is there by that name."""
+    path = Path(value).expanduser()
+    return str((directory / path).resolve()) if not path.is_absolute() and \
+        (directory / path).exists() else value
+
+
 def _check_keys(name, fixed, grid, evaluation):
     if not isinstance(grid, dict) or not isinstance(evaluation, dict):
         # ValueError like every other mistake in a sweep file: the CLI reports it in one line.
@@ -214,16 +228,29 @@ def trial_name(point: dict) -> str:
     """A filesystem-safe directory name from the grid values, e.g. ``lr=0.05,l1=0.001``."""
     if not point:
         return "trial"
-    text = ",".join(f"{key}={Path(str(value)).name if isinstance(value, str) else value}"
+    text = ",".join(f"{key}={_short(value) if isinstance(value, str) else value}"
                     for key, value in point.items())
     return _UNSAFE.sub("_", text)[:200]
 
 
+def _short(value: str) -> str:
+    """A path's file name, or a run's model file named by its run ("run-a.model.safetensors"
+    for run-a/model.safetensors): the runs of a grid share their files' names."""
+    path = Path(value)
+    return f"{path.parent.name}.{path.name}" if path.name in _RUN_MODEL_FILES else path.name
+
+
 def _check_datasets(spec: dict) -> None:
-    """Refuse an unknown dataset or a missing data file before any worker starts."""
+    """Refuse an unknown dataset, a missing data file or a missing --init-model before any
+    worker starts."""
     for dataset in dict.fromkeys(point.get("dataset", spec["fixed"].get("dataset"))
                                  for point in spec["trials"].values()):
         check_dataset(dataset)
+    for model in dict.fromkeys(point.get("init_model", spec["fixed"].get("init_model"))
+                               for point in spec["trials"].values()):
+        if model is not None and not Path(model).exists():
+            raise FileNotFoundError(f"init_model {model}: no such file (give a model saved by "
+                                    "irbm.save, or a run directory or its model.safetensors)")
 
 
 def _check_started_trials(out: Path, spec: dict) -> None:

@@ -87,9 +87,9 @@ def settings_for(out, given: dict) -> Settings:
     recorded = runs.read_settings(out).record() if resumable else {}
     _refuse_fixed_changes(out, recorded, {"family": given["family"]} if "family" in given
                           else {})
-    for name, value in given.items():
-        if name in SPECS:
-            check_setting(name, value)
+    # Checked and normalized (a relative path made absolute, as the run recorded it).
+    given = {name: check_setting(name, value) if name in SPECS else value
+             for name, value in given.items()}
     if not recorded:
         return Settings.from_mapping(merge_settings(recorded, given), source="the settings")
     refuse_foreign_options(recorded["family"], given)
@@ -201,9 +201,9 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
             metadata = {}  # unreadable: Trainer.from_checkpoint says why, below
         runs.check_recorded_model(out, metadata.get("model"), ckpt.TRAINER_FILE)
     settings = replace(settings, dataset=dataset_key(settings.dataset))
-    initial = None
+    initial = origin = None
     if settings.init_model is not None and not resuming:  # a resume has its checkpoint
-        settings, initial = _initial_model(settings, device)
+        settings, initial, origin = _initial_model(settings, device)
     settings = settings.resolved()
     forced = _check_resumed_settings(out, settings, force) if resuming else {}
     whole = training_data(settings, out, data_dir, resuming=resuming)
@@ -238,7 +238,10 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
                    f"({trainer.model.n_hidden} hidden units)")
         # config.json holds the settings now in force; what --force changed, and from which
         # epoch, is kept beside them so the record still tells how the run was trained.
-        record["forced"] = runs.read_json(out / runs.CONFIG_FILE).get("forced", [])
+        previous = runs.read_json(out / runs.CONFIG_FILE)
+        record["forced"] = previous.get("forced", [])
+        if "initial_model" in previous:  # what the run started from stays in its record
+            record["initial_model"] = previous["initial_model"]
         if forced:
             record["forced"].append({"from_epoch": trainer.epoch + 1, "changes": {
                 name: [old, new] for name, (old, new) in forced.items()}})
@@ -266,9 +269,11 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
         article = "an" if name[:1].lower() in "aeio" or name[:1] in "FHLMNRSX" else "a"
         message = f"training {article} {name} on {dataset!r} into {out}"
         if initial is not None:  # what the run started from, beside its settings
-            record["initial_model"] = {"file": settings.init_model,
-                                       "model_sha256": runs.model_digest(initial)}
-            message += f"\nstarting from {settings.init_model} ({initial.n_hidden} hidden units)"
+            record["initial_model"] = origin
+            converted = (f"; {origin['dtype']}, trained in {settings.dtype}"
+                         if origin["dtype"] != settings.dtype else "")
+            message += (f"\nstarting from {origin['file']} ({initial.n_hidden} hidden units"
+                        f"{converted})")
         if settings.profile != "irbm":  # the rules it sets are otherwise only in config.json
             message += f"\nprofile {settings.profile}: " + ", ".join(
                 f"{rule} {getattr(settings, rule)}" for rule in PROFILES[settings.profile])
@@ -279,6 +284,7 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
     # The stream the trainer resolved (None: the device's default), so that config.json names
     # the generator the run draws from.
     record["settings"]["random_stream"] = trainer.config.random_stream
+    ckpt.model_metadata(trainer.model)  # a family of one's own that checkpoints cannot rebuild
     # Everything is checked: from here on, files are written.
     runs.check_writable(out)
     if not resuming:
@@ -361,31 +367,40 @@ def _new_trainer(settings: Settings, n_visible: int, device, initial=None) -> Tr
     return Trainer(initial, device=device, progress=False, **settings.training_options())
 
 
-def _initial_model(settings: Settings, device) -> tuple[Settings, object]:
-    """(settings with the model's family options, the model) of ``settings.init_model``;
-    ValueError when the file is not a model of the settings' family, or its options differ
-    from those given, or ``visible_init="data"`` would replace its visible biases."""
-    path = Path(settings.init_model).expanduser()
+def _initial_model(settings: Settings, device) -> tuple[Settings, object, dict]:
+    """(settings with the family options they leave unset taken from the model, the model in
+    the settings' dtype, what it came from) of ``settings.init_model``: a model file, or a run
+    directory's best model (else its latest). ValueError when it is not a model of the
+    settings' family, an option given differs from the model's, or ``visible_init="data"``
+    would replace its visible biases."""
+    path = Path(settings.init_model)  # absolute: Settings keeps paths so
     if not path.exists():
         raise FileNotFoundError(f"--init-model {path}: no such file (give a model saved by "
                                 "irbm.save, or a run directory or its model.safetensors)")
-    model = ckpt.load(path, device=device, dtype=getattr(torch, settings.dtype))
+    if path.is_dir():
+        model, source = runs.run_model(path, which="best", device=device)
+        path, digest = path / source.file, source.sha256
+    else:
+        model = ckpt.load(path, device=device)
+        digest = runs.model_digest(model)  # of the model as saved, whatever the run's dtype
+    origin = {"file": str(path), "model_sha256": digest,
+              "dtype": str(model.dtype).removeprefix("torch.")}
     if model.family != settings.family:
         raise ValueError(f"--init-model {path} holds a model of the family {model.family}, "
                          f"and this run's is {settings.family}: train {model.family}")
-    config = model.config()
-    taken = {name: value for name, value in config.items()
+    taken = {name: value for name, value in model.config().items()
              if name in SPECS and SPECS[name].family_option}
-    differ = [f"{name} {getattr(settings, name)} (the model's: {value})"
-              for name, value in taken.items() if getattr(settings, name) is not None
-              and not math.isclose(getattr(settings, name), value, rel_tol=1e-6)]
+    differ = [f"{name} {given} (the model's: {value})" for name, value in taken.items()
+              if (given := getattr(settings, name)) is not None and (
+                  value is None or not math.isclose(given, value, rel_tol=1e-6))]
     if differ:
         raise ValueError(f"--init-model {path} is not the model these settings describe: "
                          f"{', '.join(differ)}; leave those options out (the model's are taken)")
     if settings.visible_init == "data":
         raise ValueError("--visible-init data would set the visible biases of --init-model "
                          f"{path} to the data's log-odds: leave it out")
-    return replace(settings, init_model=str(path.resolve()), **taken), model
+    unset = {name: value for name, value in taken.items() if getattr(settings, name) is None}
+    return replace(settings, **unset), model.to(dtype=getattr(torch, settings.dtype)), origin
 
 
 def _callbacks(settings, out, train, valid, record, echo) -> list:

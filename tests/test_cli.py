@@ -189,42 +189,60 @@ def test_train_writes_a_run_directory(pipeline, key):
         assert model.n_hidden == 16
 
 
-def test_a_run_starts_from_a_saved_model_and_trains_on_from_it(tmp_path):
+def test_a_run_starts_from_a_saved_model_and_trains_on_from_it(tmp_path, monkeypatch):
     """Weights trained elsewhere had no way into a run (a walkthrough overwrote an --epochs 0
     run's model, which the next `irbm train` threw away for its checkpoint): --init-model makes
-    them the run's epoch-0 model, its options taken from them, and training goes on from them;
-    a model that does not fit the run is refused before anything is written."""
+    them the run's epoch-0 model, its options taken from them, the same command (a relative
+    path) resumes it, and training goes on from them; a model that does not fit the run is
+    refused before anything is written."""
     from irbm.runs import model_digest
-    model = irbm.InfiniteRBM(64, n_hidden=5, beta=1.2)
+    monkeypatch.chdir(tmp_path)
+    model = irbm.InfiniteRBM(64, n_hidden=5, beta=1.2, dtype=torch.float64)
     with torch.no_grad():
         model.W.normal_(0, 0.3, generator=torch.Generator().manual_seed(0))
     irbm.save(model, tmp_path / "own.safetensors")
-    run_dir = tmp_path / "run"
-    result = run_cli("train", "irbm", "digits", "--init-model", tmp_path / "own.safetensors",
-                     "--epochs", 0, "--out", run_dir)
+    command = ["train", "irbm", "digits", "--init-model", "own.safetensors", "--beta", 1.2,
+               "--out", "run"]
+    result = run_cli(*command, "--epochs", 0)
     assert_ok(result)
-    assert f"starting from {tmp_path / 'own.safetensors'} (5 hidden units)" in result.out
-    assert model_digest(irbm.load(run_dir)) == model_digest(model)
-    config = json.loads((run_dir / "config.json").read_text())
+    assert (f"starting from {tmp_path / 'own.safetensors'} (5 hidden units; float64, trained "
+            "in float32)") in result.out
+    as_saved = model_digest(model)
+    assert model_digest(irbm.load(tmp_path / "run")) == model_digest(
+        irbm.load(tmp_path / "own.safetensors", dtype=torch.float32))
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["settings"]["init_model"] == str(tmp_path / "own.safetensors")
-    assert config["settings"]["n_hidden"] == 5
-    assert config["settings"]["beta"] == pytest.approx(1.2)
-    assert config["initial_model"]["model_sha256"] == model_digest(model)
-    assert_ok(run_cli("train", "irbm", "digits", "--epochs", 1, "--out", run_dir))
-    trained = irbm.load(run_dir)
+    assert config["settings"]["n_hidden"] == 5 and config["settings"]["beta"] == 1.2
+    origin = {"file": str(tmp_path / "own.safetensors"), "model_sha256": as_saved,
+              "dtype": "float64"}
+    assert config["initial_model"] == origin  # the file's model, as saved
+    assert_ok(run_cli(*command, "--epochs", 1))  # the same command resumes it
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["initial_model"] == origin and config["settings"]["beta"] == 1.2
+    trained = irbm.load(tmp_path / "run")
     assert trained.n_hidden >= 5 and float(trained.beta) == pytest.approx(1.2)
-    # One update from the saved weights, not from new ones: the first units moved a little.
-    assert 0 < (trained.W[:5] - model.W).abs().max() < 0.5
+    # One epoch from the saved weights, not from new ones: the first units moved a little.
+    assert 0 < (trained.W[:5].double() - model.W).abs().max() < 0.5
+    # Its report says what it started from (its settings alone trained nothing at epoch 0).
+    from irbm.report import run_row
+    assert_ok(run_cli("evaluate", "run", "--chains", 5, "--betas", 20))
+    assert ", from own.safetensors" in run_row(tmp_path / "run")["Settings"]
+    # A run directory gives its best model, else its latest, whose file is recorded.
+    assert_ok(run_cli("train", "irbm", "digits", "--init-model", "run", "--epochs", 0,
+                      "--out", "again"))
+    again = json.loads((tmp_path / "again" / "config.json").read_text())["initial_model"]
+    assert again["file"] == str(tmp_path / "run" / "model.safetensors")
+    assert again["model_sha256"] == model_digest(trained)
     for options, message in (
             (["--n-hidden", 7], "is not the model these settings describe: n_hidden 7 (the "
                                 "model's: 5); leave those options out"),
+            (["--max-hidden", 50], "max_hidden 50 (the model's: None)"),
             (["--visible-init", "data"], "--visible-init data would set the visible biases"),
-            (["--init-model", tmp_path / "none.safetensors"], "none.safetensors: no such file")):
-        command = ["train", "irbm", "digits", "--init-model", tmp_path / "own.safetensors",
-                   *options, "--out", tmp_path / "refused"]
-        assert_clean_error(run_cli(*command), message)
-    assert_clean_error(run_cli("train", "rbm", "digits", "--init-model",
-                               tmp_path / "own.safetensors", "--out", tmp_path / "refused"),
+            (["--init-model", "none.safetensors"], "none.safetensors: no such file")):
+        assert_clean_error(run_cli("train", "irbm", "digits", "--init-model", "own.safetensors",
+                                   *options, "--out", "refused"), message)
+    assert_clean_error(run_cli("train", "rbm", "digits", "--init-model", "own.safetensors",
+                               "--out", "refused"),
                        "holds a model of the family irbm, and this run's is rbm")
     assert not (tmp_path / "refused").exists()
 

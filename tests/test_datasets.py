@@ -719,6 +719,9 @@ def test_a_data_file_in_data_dir_named_without_its_path_is_explained(tmp_path, m
                                                 r"its path \(dd/x.npy, say\)"):
         load_dataset("x.npy", data_dir="dd")
     assert load_dataset("dd/x.npy", data_dir="dd").n_visible == 4
+    monkeypatch.setenv("IRBM_DATA_DIR", "dd")  # the directory --data-dir defaults to
+    with pytest.raises(FileNotFoundError, match=r"a data file is named by its path"):
+        load_dataset("x.npy")
 
 
 def test_load_dataset_names_aliases_and_paths(isolated, tmp_path):

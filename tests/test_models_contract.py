@@ -344,6 +344,10 @@ def test_infinite_rbm_rejects_beta_at_most_one(beta):
     with pytest.raises(ValueError, match=r"beta must be a finite number > 1"):
         model.load_state_dict({**model.state_dict(), "beta": torch.tensor(beta)})
     assert all(torch.equal(value, before[name]) for name, value in model.state_dict().items())
+    wrapper = torch.nn.ModuleDict({"rbm": irbm.InfiniteRBM(4, n_hidden=2)})
+    with pytest.raises(ValueError, match=r"beta must be a finite number > 1"):
+        wrapper.load_state_dict({f"rbm.{name}": value for name, value in
+                                 {**model.state_dict(), "beta": torch.tensor(beta)}.items()})
     if beta > 0:  # an ordered RBM takes any positive beta, loaded too
         ordered = irbm.OrderedRBM(4, 2)
         ordered.load_state_dict({**ordered.state_dict(), "beta": torch.tensor(beta)})

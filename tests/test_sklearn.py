@@ -263,8 +263,13 @@ def test_arrays_given_to_an_estimator_never_fitted_define_its_model(cls):
         np.testing.assert_allclose(model.transform(X), theirs.transform(X), rtol=1e-10)
     model.partial_fit(X)  # trains on from them (the iRBM may grow)
     assert model.components_.shape[1] == 6 and model.components_.shape[0] >= 5
+    assert 0 < np.abs(model.components_[:5] - arrays[0]).max() < 0.5
     with pytest.raises(ValueError, match="expecting 6 features"):
         model.transform(X[:, :4])
+    bad = small(cls, learning_rate=-1.0)  # its settings are checked as a fit checks them
+    bad.components_, bad.intercept_hidden_, bad.intercept_visible_ = arrays
+    with pytest.raises(ValueError, match="learning_rate"):
+        bad.partial_fit(X)
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)

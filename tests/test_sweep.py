@@ -381,6 +381,23 @@ def test_a_data_file_named_relative_to_the_sweep_file_is_found_from_any_director
     (tmp_path / "here.npy").write_bytes((sweeps / "mine.npy").read_bytes())
     path.write_text('family = "rbm"\ndataset = "here.npy"\n[grid]\nlr = [0.1]\n')
     assert read_sweep(path)["fixed"]["dataset"] == str(tmp_path / "here.npy")
+    # So is a model to start from; the runs of a grid of them are told apart by their runs.
+    import irbm
+    for run in ("a", "b"):
+        (sweeps / run).mkdir()
+        irbm.save(irbm.RBM(4, 3), sweeps / run / "model.safetensors")
+    path.write_text('family = "rbm"\ndataset = "mine.npy"\n[grid]\ninit_model = '
+                    '["a/model.safetensors", "b/model.safetensors"]\n')
+    spec = read_sweep(path)
+    assert spec["grid"]["init_model"] == [str(sweeps / run / "model.safetensors")
+                                          for run in ("a", "b")]
+    assert list(spec["trials"]) == ["init_model=a.model.safetensors",
+                                    "init_model=b.model.safetensors"]
+    path.write_text('family = "rbm"\ndataset = "mine.npy"\ninit_model = "c.safetensors"\n'
+                    '[grid]\nlr = [0.1]\n')
+    with pytest.raises(FileNotFoundError, match=r"init_model .*c.safetensors: no such file"):
+        run_sweep(path, tmp_path / "out", workers=1, progress=False)
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_worker_killed_mid_trial_has_its_trial_resumed_from_the_checkpoint(tmp_path, cluster):

@@ -22,12 +22,13 @@ with ``$IRBM_MNIST_URL`` / ``$IRBM_CALTECH_URL``), checked by sha256 and cached:
 from __future__ import annotations
 
 import inspect
+import os
 from pathlib import Path
 
 from ._dataset import SPLITS, Dataset, binarize_stochastic
 from ._embedded import embedded_digits, embedded_mnist
 from ._paper import binarized_mnist, caltech101_silhouettes
-from ._sources import DownloadError, user_cache_dir
+from ._sources import DATA_DIR_ENV, DownloadError, user_cache_dir
 from ._user import load_user_data
 
 # Canonical name -> loader; the loaders that read files also take data_dir.
@@ -78,11 +79,12 @@ def load_dataset(name_or_path, data_dir=None, **options) -> Dataset:
     if key in LOADERS:
         return loader(**options)
     path = Path(key)
-    if not path.is_file() and data_dir is not None and (Path(data_dir) / path).is_file():
+    where = data_dir if data_dir is not None else os.environ.get(DATA_DIR_ENV)
+    if not path.is_file() and where and (Path(where) / path).is_file():
         # A data file is named by its path: --data-dir is where the paper's datasets are.
         raise FileNotFoundError(f"{path}: no such file; a data file is named by its path "
-                                f"({Path(data_dir) / path}, say): --data-dir (Python: "
-                                "data_dir=) tells where the paper's datasets are")
+                                f"({Path(where) / path}, say): --data-dir (Python: data_dir=; "
+                                f"${DATA_DIR_ENV}) tells where the paper's datasets are")
     return loader(path, **options)
 
 

@@ -62,12 +62,14 @@ class OrderedRBM(BipartiteModel):
     def config(self) -> dict:
         return {**super().config(), "beta": float(self.beta)}
 
-    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
-        """As `EnergyModel.load_state_dict`, with beta validated first as the constructor and
-        ``model.beta = ...`` validate it (an iRBM's beta <= 1 made every number NaN or inf)."""
-        if "beta" in state_dict:
-            self._checked_beta(torch.as_tensor(state_dict["beta"]).item())
-        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # A loaded beta is validated as the constructor and ``model.beta = ...`` validate it
+        # (an iRBM's beta <= 1 made every number NaN or inf), here so that a model inside
+        # another module is checked too; a beta of the wrong shape is torch's size mismatch.
+        beta = state_dict.get(prefix + "beta")
+        if beta is not None and torch.as_tensor(beta).numel() == 1:
+            self._checked_beta(torch.as_tensor(beta).item())
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     # ------------------------------------------------------------------ energies
     def _penalties(self) -> torch.Tensor:

@@ -422,6 +422,7 @@ class _BaseBernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                              "(n_components,) and (n_features,)")
         if getattr(self, "_model", None) is None:  # arrays given to an estimator never fitted
             # (scikit-learn's BernoulliRBM takes them so): they define its features.
+            self._check_params()
             self.n_features_in_ = weights.shape[1]
             self._model = self._empty_model(weights.shape[1], weights.shape[0])
             self._trainer = None
