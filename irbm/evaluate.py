@@ -1,9 +1,10 @@
 """Average negative log-likelihood of a data set, given (an AIS estimate of) log Z.
 
--ln p(v) = F(v) + ln Z. The paper reports the mean over the test set +/- its standard error,
-treating ln Z-hat as exact; `ais_nll` also returns the range implied by the AIS interval
-ln(Z-hat -/+ 3 sigma), which is what the validation-set model selection should look at when
-two models are close.
+-ln p(v) = F(v) + ln Z. irbm reports the mean over the test set +/- one standard error,
+treating ln Z-hat as exact; the paper's +/- is 1.96 of them, a 95% half-width (its authors'
+code: ``build_avg_stderr_nll(..., factor=1.96)``). `ais_nll` also returns the range implied by
+the AIS interval ln(Z-hat -/+ 3 sigma), which is what the validation-set model selection should
+look at when two models are close.
 """
 
 from __future__ import annotations
@@ -100,7 +101,8 @@ class NLLEstimate:
     Attributes
     ----------
     mean, stderr : float
-        Average NLL with ln Z-hat, and its standard error over the data (paper's convention).
+        Average NLL with ln Z-hat, and its standard error over the data (the paper's +/- is
+        1.96 standard errors).
     mean_low, mean_high : float
         Average NLL with ln(Z-hat - 3 sigma) and ln(Z-hat + 3 sigma): the AIS uncertainty alone
         (``mean_low`` is -inf when the lower bound of Z is not positive).

@@ -1,4 +1,5 @@
-"""Results tables in the paper's format, as Markdown and a self-contained HTML page.
+"""Results tables laid out as the paper's, as Markdown and a self-contained HTML page (NLLs +/-
+one standard error, where the paper's +/- is 1.96 of them).
 
 A report directory is marked by ``irbm-report.json``, so writing a report never overwrites a
 directory that holds anything else.
@@ -363,7 +364,8 @@ def html_page(rows, run_dirs) -> str:
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>irbm report</title>"
             f"<style>{style}</style></head><body><h1>irbm report</h1>"
             f"<p>ln Z estimated by annealed importance sampling; NLL in nats, +/- one standard "
-            f"error over the test set (ln Z-hat taken as exact).</p>"
+            f"error over the test set (ln Z-hat taken as exact; the paper's +/- is 1.96 standard "
+            f"errors).</p>"
             f"<table><tr>{head}</tr>{body}</table>"
             + "".join(f"<p>[^{number}]: {html.escape(note)}</p>"
                       for number, note in enumerate(notes, 1))
@@ -400,7 +402,8 @@ def write_report(run_dirs, out_dir=None, *, allow_stale=False) -> tuple[Path, Pa
     out_dir = prepare_directory(Path.cwd() / DEFAULT_DIRECTORY if out_dir is None else out_dir)
     datasets = sorted({row["dataset"] for row in rows})
     markdown = (f"# irbm report\n\nDataset: {', '.join(datasets)}. ln Z by AIS; average NLL "
-                f"+/- standard error over the test set.\n\n{markdown_table(rows)}\n")
+                "+/- one standard error over the test set (the paper's +/- is 1.96 standard "
+                f"errors).\n\n{markdown_table(rows)}\n")
     markdown_path, html_path = out_dir / "report.md", out_dir / "report.html"
     for path, text in ((markdown_path, markdown), (html_path, html_page(rows, run_dirs))):
         with atomic_write(path, "w") as stream:
