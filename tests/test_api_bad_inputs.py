@@ -182,7 +182,9 @@ def test_a_family_whose_config_leaves_out_an_option_is_not_saved(tmp_path):
             self.scale = scale
     with pytest.raises(ValueError, match=r"Forgets.config\(\) leaves out its constructor "
                                          r"option scale: a saved model would load with the "
-                                         r"default"):
+                                         r"default; return every option from config\(\) "
+                                         r"\(\{\*\*super\(\)\.config\(\), 'scale': "
+                                         r"self\.scale\}\)"):
         irbm.save(Forgets(5, scale=7.0), tmp_path / "model.safetensors")
     assert not any(tmp_path.iterdir())
 

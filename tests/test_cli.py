@@ -233,6 +233,13 @@ def test_a_run_starts_from_a_saved_model_and_trains_on_from_it(tmp_path, monkeyp
     again = json.loads((tmp_path / "again" / "config.json").read_text())["initial_model"]
     assert again["file"] == str(tmp_path / "run" / "model.safetensors")
     assert again["model_sha256"] == model_digest(trained)
+    best = irbm.load(tmp_path / "own.safetensors", dtype=torch.float32)
+    irbm.save(best, tmp_path / "run" / "best.safetensors", extra={"epoch": 0})
+    assert_ok(run_cli("train", "irbm", "digits", "--init-model", "run", "--epochs", 0,
+                      "--out", "best"))
+    chosen = json.loads((tmp_path / "best" / "config.json").read_text())["initial_model"]
+    assert chosen["file"] == str(tmp_path / "run" / "best.safetensors")
+    assert chosen["model_sha256"] == model_digest(best)
     for options, message in (
             (["--n-hidden", 7], "is not the model these settings describe: n_hidden 7 (the "
                                 "model's: 5); leave those options out"),

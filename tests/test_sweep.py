@@ -241,10 +241,15 @@ def test_a_second_sweep_into_a_running_sweeps_directory_is_refused(tmp_path):
     running = hold_lock(out / SWEEP_LOCK_FILE, "running a sweep into it")
     try:
         before = sorted(path.name for path in out.iterdir())
-        with pytest.raises(ValueError, match=rf"{re.escape(str(out))} is in use by another "
-                                             rf"process \(pid {os.getpid()}, running a sweep "
-                                             r"into it\): wait for it"):
+        refused = rf"{re.escape(str(out))} is in use by another process \(pid {os.getpid()}, " \
+            r"running a sweep into it\): wait for it"
+        with pytest.raises(ValueError, match=refused):
             run_sweep(GRID, out, workers=1, progress=False)
+        # The lock comes before the data is loaded (seconds for MNIST): a grid whose data
+        # would be refused is refused for the lock.
+        with pytest.raises(ValueError, match=refused):
+            run_sweep({**BASE, "grid": {"train_size": [100000]}}, out, workers=1,
+                      progress=False)
         assert sorted(path.name for path in out.iterdir()) == before
     finally:
         running.close()
@@ -282,6 +287,13 @@ def test_a_script_that_sweeps_at_its_top_level_is_refused_before_any_work(tmp_pa
         "import that script again, and each would start a sweep; put the call under `if "
         '__name__ == "__main__":`'), result.stderr
     assert not (tmp_path / "out").exists()
+    # A console whose namespace keeps the __file__ of a script run in it earlier (IPython's
+    # %run) is no script's top level.
+    console = subprocess.run([sys.executable, "-c", f"__file__ = {str(script)!r}\n"
+                              "import irbm.sweep\nprint(irbm.sweep._unguarded_script())"],
+                             capture_output=True, text=True, cwd=tmp_path,
+                             env=subprocess_environment(), timeout=300)
+    assert console.stdout.strip() == "None", console.stderr
 
 
 @pytest.mark.parametrize("change, message", [
@@ -393,6 +405,9 @@ def test_a_data_file_named_relative_to_the_sweep_file_is_found_from_any_director
                                           for run in ("a", "b")]
     assert list(spec["trials"]) == ["init_model=a.model.safetensors",
                                     "init_model=b.model.safetensors"]
+    path.write_text('family = "rbm"\ndataset = "mine.npy"\ninit_model = "a/model.safetensors"\n'
+                    '[grid]\nlr = [0.1]\n')
+    assert read_sweep(path)["fixed"]["init_model"] == str(sweeps / "a" / "model.safetensors")
     path.write_text('family = "rbm"\ndataset = "mine.npy"\ninit_model = "c.safetensors"\n'
                     '[grid]\nlr = [0.1]\n')
     with pytest.raises(FileNotFoundError, match=r"init_model .*c.safetensors: no such file"):
