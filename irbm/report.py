@@ -18,6 +18,8 @@ from .bracket import level_estimates, pool_estimates, width_text
 from .datasets import dataset_name
 from .evaluate import describe_bdmc
 from .models import FAMILIES
+from .settings import SPECS, Settings
+from .training import AVERAGE_DIR
 
 COLUMNS = ("Run", "Model", "Size", "Epoch", "Settings", "ln Z-hat", "ln(Z-hat -/+ 3 sigma)",
            "AIS (base, chains x temperatures, ESS, path)", "Avg. test NLL", "RAISE test NLL",
@@ -194,6 +196,31 @@ def _heading_warnings(record: dict, others: list[dict]) -> list[str]:
     return [f"{warning} [{which}]" for warning in warnings]
 
 
+# Settings the Settings cell words itself (or that do not change the model: the Gibbs stream,
+# the threads, the validation during training).
+_WORDED = {"family", "dataset", "n_hidden", "epochs", "optimizer", "lr", "l1", "l2",
+           "visible_init", "train_size", "valid_size", "test_size", "random_permutation",
+           "regrouping", "growth", "regularization", "epsilon_placement", "init_model",
+           "random_stream", "average", "profile"}
+
+
+def _other_settings(settings, run_dir: Path) -> str:
+    """", name value" for every other setting of the run that is not its profile's default
+    (two runs of a different batch size, CD-k or seed read the same without), the profile when
+    not irbm's, and what an averaged run's parameters are."""
+    defaults = Settings(family=settings.family, dataset=settings.dataset,
+                        profile=settings.profile)
+    text = "" if settings.profile == "irbm" else f", {settings.profile} profile"
+    text += "".join(f", {name} {value}" for name, spec in SPECS.items()
+                    if spec.group in ("model", "training", "data") and name not in _WORDED
+                    and not spec.family_option
+                    and (value := getattr(settings, name)) != getattr(defaults, name))
+    if run_dir.name == AVERAGE_DIR and runs.is_run(run_dir.parent):
+        text += (f", the moving average of {run_dir.parent.name}'s parameters over about "
+                 f"{settings.average} updates")
+    return text
+
+
 def run_row(run_dir, *, allow_stale=False) -> dict:
     """The evaluations of the run's current model as table cells: ln Z and the NLL pooled over
     them all, the AIS diagnostics of the one with the highest ln Z (the others listed); a run
@@ -253,7 +280,8 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
                     + (f", {settings.regularization} regularization"
                        if settings.regularization != "proximal" else "")
                     + (f", epsilon {settings.epsilon_placement} the root"
-                       if settings.epsilon_placement != "outside" else ""),
+                       if settings.epsilon_placement != "outside" else "")
+                    + _other_settings(settings, run_dir),
         "AIS (base, chains x temperatures, ESS, path)": ais,
         "RAISE test NLL": _raise_cell(upper, bracket),
         "ln Z-hat": _number(log_z),

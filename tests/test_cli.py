@@ -1407,6 +1407,21 @@ def test_the_reports_settings_cell_tells_a_beta_grid_and_a_subset_apart(tmp_path
         cells.append(row["Settings"])
     assert cells[0] != cells[1] and "beta 1.1" in cells[0] and "beta 1.2" in cells[1]
     assert "visible biases from the data" in cells[0] and "train rows 300" in cells[0]
+    # Every other setting off its default is named (two runs of another CD-k, batch size or
+    # seed read the same, a walkthrough), and an averaged run says what its parameters are.
+    assert "cd_k 1" in cells[0] and "batch_size" not in cells[0] and "seed" not in cells[0]
+    run_dir = tmp_path / "other"
+    assert_ok(run_cli("train", "orbm", "digits", "--out", run_dir, "--n-hidden", 4,
+                      "--epochs", 1, "--cd-k", 2, "--batch-size", 32, "--seed", 7,
+                      "--average", 5, "--quiet", *SMALL))
+    for evaluated in (run_dir, run_dir / "average"):
+        assert_ok(run_cli("evaluate", evaluated, "--latest", "--chains", 10, "--betas", 20))
+    from irbm.report import run_row
+    cell = run_row(run_dir)["Settings"]
+    assert "batch_size 32" in cell and "cd_k 2" in cell and "seed 7" in cell, cell
+    assert "moving average" not in cell
+    assert run_row(run_dir / "average")["Settings"].endswith(
+        ", the moving average of other's parameters over about 5 updates")
 
 
 def test_evaluate_says_when_a_model_does_worse_than_independent_pixels(tmp_path):
