@@ -210,7 +210,7 @@ def _other_settings(settings, run_dir: Path) -> str:
     not irbm's, and what an averaged run's parameters are."""
     defaults = Settings(family=settings.family, dataset=settings.dataset,
                         profile=settings.profile)
-    text = "" if settings.profile == "irbm" else f", {settings.profile} profile"
+    text = "" if settings.profile == SPECS["profile"].default else f", {settings.profile} profile"
     text += "".join(f", {name} {value}" for name, spec in SPECS.items()
                     if spec.group in ("model", "training", "data") and name not in _WORDED
                     and not spec.family_option
