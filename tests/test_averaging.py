@@ -242,3 +242,32 @@ def test_the_averaged_best_is_the_best_epochs_average_not_the_latest(tmp_path, m
     best = {name.removeprefix("model."): value for name, value in tensors.items()}
     assert all(torch.equal(best[name], value) for name, value in averages[2].items())
     assert not all(torch.equal(best[name], value) for name, value in averages[3].items())
+
+
+def test_a_validation_ln_z_below_the_certain_floor_is_replaced_by_it(tmp_path, monkeypatch):
+    """The model selection during training took AIS's ln Z as it came: 11.7 nats below the
+    certain floor in a walkthrough, a validation NLL (and a best model) that much too good.
+    It now checks the floor as `irbm evaluate` does, and says so."""
+    from irbm.evaluate import nll
+    from irbm.floor import sampled_log_partition_floor
+    real = runs.estimate_log_partition
+
+    def too_low(*args, **kwargs):
+        result = real(*args, **kwargs)
+        for name in ("log_z", "log_z_low", "log_z_high"):
+            setattr(result, name, getattr(result, name) - 50.0)
+        return result
+
+    monkeypatch.setattr(runs, "estimate_log_partition", too_low)
+    rows = torch.cat(prototype_batches()[:2]).double()
+    lines = []
+    trainer = irbm.Trainer(irbm.RBM(rows.shape[1], 4, dtype=torch.float64), cd_k=1,
+                           batch_size=16, progress=False)
+    trainer.fit(rows, 1, callbacks=[runs.ValidateWithAIS(tmp_path, rows, 1, n_chains=10,
+                                                         n_betas=20, echo=lines.append)])
+    (record,) = runs.read_json(tmp_path / runs.VALIDATION_FILE)
+    floor = sampled_log_partition_floor(trainer.model, rows, n_chains=10, n_steps=1, seed=0)
+    assert record["log_z_floor"] == pytest.approx(floor)
+    assert record["nll_log_z"] == record["log_z_floor"] > record["log_z_high"]
+    assert record["valid_nll"] == pytest.approx(nll(trainer.model, rows, floor)[0])
+    assert f"ln Z-hat {record['log_z']:.3f} lies below the certain floor {floor:.3f}" in lines[-1]
