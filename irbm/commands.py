@@ -52,7 +52,9 @@ def run_evaluate(args):
     if source == "exact":
         summary = f"ln Z = {log_z:.3f}  (exact)"
     elif source == "floor" or (log_z != record["log_z"] and log_z == record.get("log_z_floor")):
-        summary = f"ln Z >= {log_z:.3f}  (the certain floor, which AIS's estimate lies below)"
+        estimate = ("the bracket's AIS runs pooled lie" if "bracket" in record else
+                    "AIS's estimate lies")  # a single run of a bracket may lie above it
+        summary = f"ln Z >= {log_z:.3f}  (the certain floor, which {estimate} below)"
     else:
         # A bracket's ln Z pools its runs; the warnings above were its highest run's alone.
         pooled = "the bracket's AIS runs pooled: " if source == "pooled" else ""
