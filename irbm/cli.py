@@ -282,8 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "--n test rows drawn at random (default random)")
     sample.add_argument("--z-max-init", action="store_true",
                         help="take the first hidden step at z = the model's hidden size "
-                             "(every trained unit selected; the paper's start for the oRBM "
-                             "and iRBM)")
+                             "(every trained unit selected): the paper's start for its oRBM "
+                             "samples, whose chains mix slowly over z; its iRBM needed none")
     sample.add_argument("--seed", type=int, default=0, help="seed of the chains (default 0)")
     sample.add_argument("--quiet", action="store_true",
                         help="no progress bar (its redrawn lines fill a log file)")
