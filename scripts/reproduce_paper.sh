@@ -7,13 +7,19 @@
 #   EPOCHS=1000 bash scripts/reproduce_paper.sh caltech  # a budget: every run capped at 1,000 epochs
 #   RBM_OPTIMIZER=sgd bash scripts/reproduce_paper.sh caltech  # RBM rows with a constant rate
 #   REGULARIZATION=authors bash scripts/reproduce_paper.sh caltech  # L1/L2 as the authors' code
+#   PROFILE=authors bash scripts/reproduce_paper.sh mnist  # every training rule the authors' code's
 #   DEVICE=cuda THREADS=4 OUT=runs bash scripts/reproduce_paper.sh mnist
+#
+# The runs train under irbm's own rules unless PROFILE=authors (`irbm train --help`, --profile:
+# growth, new units, pruning, ADAGRAD's epsilon, shuffling, the short last minibatch), with the
+# paper's hyper-parameters in scripts/paper/*.toml.
 set -euo pipefail
 DEVICE="${DEVICE:-cpu}"
 OUT="${OUT:-runs}"
 THREADS="${THREADS:-1}"
 RBM_OPTIMIZER="${RBM_OPTIMIZER:-adagrad}"  # the paper names ADAGRAD only for its oRBMs and iRBMs
 REGULARIZATION="${REGULARIZATION:-proximal}"  # or "authors" (see irbm train --help)
+PROFILE="${PROFILE:-irbm}"  # or "authors": the authors' code's training rules
 which="${1:-all}"
 cd "$(dirname "$0")/.."
 
@@ -23,6 +29,7 @@ run_name() {  # settings file -> run directory name
   family=${name#*-}; family=${family%%[0-9]*}
   [[ $family == rbm ]] && name="$name-$RBM_OPTIMIZER"
   [[ $REGULARIZATION == proximal ]] || name="$name-$REGULARIZATION"
+  [[ $PROFILE == irbm ]] || name="$name-$PROFILE"
   echo "$OUT/$name"
 }
 
@@ -32,7 +39,7 @@ train() {  # settings file
   family=${name#*-}; family=${family%%[0-9]*}
   [[ $family == rbm ]] && extra+=(--optimizer "$RBM_OPTIMIZER")
   [[ -n "${EPOCHS:-}" ]] && extra+=(--epochs "$EPOCHS")
-  extra+=(--regularization "$REGULARIZATION")
+  extra+=(--regularization "$REGULARIZATION" --profile "$PROFILE")
   irbm train "$family" "$2" --out "$(run_name "$config")" --config "$config" \
       --device "$DEVICE" --threads "$THREADS" "${extra[@]}"
   irbm evaluate "$(run_name "$config")" --chains 5000 --betas 100000 --raise 2000 \
@@ -48,6 +55,7 @@ for dataset in caltech mnist; do
       runs+=("$(run_name "$config")")
     done
     suffix="-$RBM_OPTIMIZER"; [[ $REGULARIZATION == proximal ]] || suffix+="-$REGULARIZATION"
+    [[ $PROFILE == irbm ]] || suffix+="-$PROFILE"
     irbm report "${runs[@]}" --out "$OUT/$dataset-report$suffix"
   fi
 done
