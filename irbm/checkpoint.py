@@ -21,6 +21,11 @@ from safetensors.torch import save as serialize
 from ._io import atomic_write
 from .models import EnergyModel, build_model, check_device
 
+# What `from irbm.checkpoint import *` gives: saving and loading, and the files' names.
+__all__ = ["save", "load", "read_checkpoint", "write_checkpoint", "model_tensors",
+           "model_metadata", "model_from_tensors", "resolve", "CheckpointError", "MODEL_FILE",
+           "TRAINER_FILE"]
+
 FORMAT = "irbm-checkpoint"
 VERSION = 1
 MODEL_FILE = "model.safetensors"

@@ -128,7 +128,7 @@ def test_the_public_modules_say_what_a_star_import_gives():
     review): the user-facing modules name their public names, and each exists."""
     import importlib
     for name in ("evaluate", "sampling", "tempering", "floor", "training", "workflows", "ais",
-                 "reverse", "runs", "bracket", "sweep"):
+                 "reverse", "runs", "bracket", "sweep", "checkpoint"):
         module = importlib.import_module(f"irbm.{name}")
         assert module.__all__ and all(hasattr(module, item) for item in module.__all__), name
         namespace = {}
