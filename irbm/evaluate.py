@@ -150,9 +150,9 @@ def ais_nll(model, data, *, n_chains: int = 100, n_betas=None, betas=None, base=
             **ais_options) -> NLLEstimate:
     """mean_n [F(v_n) + ln Z-hat] with ln Z-hat from `irbm.ais.estimate_log_partition`.
 
-    What a trainer callback calls every few epochs on the validation set. It takes AIS's ln Z
-    as it is; `irbm evaluate` (`irbm.workflows.evaluate_run`) also computes the certain floor
-    of ln Z (`irbm.floor.sampled_log_partition_floor`) and uses it when it is higher.
+    It takes AIS's ln Z as it is; `irbm evaluate` (`irbm.workflows.evaluate_run`) and the
+    validation during training (`irbm.runs.ValidateWithAIS`) also compute the certain floor of
+    ln Z (`irbm.floor.sampled_log_partition_floor`) and use it when it is higher.
 
     Parameters
     ----------

@@ -12,12 +12,14 @@ import html
 import math
 from pathlib import Path
 
+from . import checkpoint as ckpt
 from . import runs
 from ._io import atomic_write
 from .bracket import level_estimates, pool_estimates, width_text
 from .datasets import dataset_name
 from .evaluate import describe_bdmc
-from .models import FAMILIES
+from .models import FAMILIES, family_class
+from .profiles import GROWTH_SETTINGS
 from .settings import SPECS, Settings
 from .training import AVERAGE_DIR
 
@@ -204,21 +206,31 @@ _WORDED = {"family", "dataset", "n_hidden", "epochs", "optimizer", "lr", "l1", "
            "random_stream", "average", "profile"}
 
 
-def _other_settings(settings, run_dir: Path) -> str:
+def _other_settings(settings, run_dir: Path, model_file) -> str:
     """", name value" for every other setting of the run that is not its profile's default
     (two runs of a different batch size, CD-k or seed read the same without), the profile when
     not irbm's, and what an averaged run's parameters are."""
     defaults = Settings(family=settings.family, dataset=settings.dataset,
                         profile=settings.profile)
+    # A model of a fixed size takes no growth rule (older runs recorded one all the same).
+    inert = () if family_class(settings.family).resizable else GROWTH_SETTINGS
     text = "" if settings.profile == SPECS["profile"].default else f", {settings.profile} profile"
     text += "".join(f", {name} {value}" for name, spec in SPECS.items()
                     if spec.group in ("model", "training", "data") and name not in _WORDED
-                    and not spec.family_option
+                    and not spec.family_option and name not in inert
                     and (value := getattr(settings, name)) != getattr(defaults, name))
-    if run_dir.name == AVERAGE_DIR and runs.is_run(run_dir.parent):
-        text += (f", the moving average of {run_dir.parent.name}'s parameters over about "
-                 f"{settings.average} updates")
+    if _averaged(run_dir, model_file):
+        text += f", the parameters' moving average over about {settings.average} updates"
     return text
+
+
+def _averaged(run_dir: Path, model_file) -> bool:
+    """Whether the run's model is a running average of parameters: its checkpoint says so
+    (RUN/average/, or a copy of one made into a run of its own)."""
+    try:
+        return bool(ckpt.read_checkpoint(run_dir / model_file)[1].get("averaged"))
+    except (ckpt.CheckpointError, TypeError):  # a record naming no file: not an average
+        return run_dir.name == AVERAGE_DIR and runs.is_run(run_dir.parent)
 
 
 def run_row(run_dir, *, allow_stale=False) -> dict:
@@ -281,7 +293,7 @@ def run_row(run_dir, *, allow_stale=False) -> dict:
                        if settings.regularization != "proximal" else "")
                     + (f", epsilon {settings.epsilon_placement} the root"
                        if settings.epsilon_placement != "outside" else "")
-                    + _other_settings(settings, run_dir),
+                    + _other_settings(settings, run_dir, record.get("model_file")),
         "AIS (base, chains x temperatures, ESS, path)": ais,
         "RAISE test NLL": _raise_cell(upper, bracket),
         "ln Z-hat": _number(log_z),

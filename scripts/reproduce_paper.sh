@@ -18,18 +18,22 @@ DEVICE="${DEVICE:-cpu}"
 OUT="${OUT:-runs}"
 THREADS="${THREADS:-1}"
 RBM_OPTIMIZER="${RBM_OPTIMIZER:-adagrad}"  # the paper names ADAGRAD only for its oRBMs and iRBMs
-REGULARIZATION="${REGULARIZATION:-proximal}"  # or "authors" (see irbm train --help)
+REGULARIZATION="${REGULARIZATION:-}"  # "proximal" or "authors"; unset: the profile's
 PROFILE="${PROFILE:-irbm}"  # or "authors": the authors' code's training rules
 which="${1:-all}"
 cd "$(dirname "$0")/.."
+
+named_regularization() {  # a regularization other than the profile's names the runs
+  [[ -n $REGULARIZATION && ! ( $REGULARIZATION == proximal && $PROFILE == irbm ) ]]
+}
 
 run_name() {  # settings file -> run directory name
   local name family
   name=$(basename "$1" .toml)
   family=${name#*-}; family=${family%%[0-9]*}
   [[ $family == rbm ]] && name="$name-$RBM_OPTIMIZER"
-  [[ $REGULARIZATION == proximal ]] || name="$name-$REGULARIZATION"
-  [[ $PROFILE == irbm ]] || name="$name-$PROFILE"
+  named_regularization && name="$name-$REGULARIZATION"
+  [[ $PROFILE == irbm ]] || name="$name-$PROFILE-rules"
   echo "$OUT/$name"
 }
 
@@ -39,7 +43,8 @@ train() {  # settings file
   family=${name#*-}; family=${family%%[0-9]*}
   [[ $family == rbm ]] && extra+=(--optimizer "$RBM_OPTIMIZER")
   [[ -n "${EPOCHS:-}" ]] && extra+=(--epochs "$EPOCHS")
-  extra+=(--regularization "$REGULARIZATION" --profile "$PROFILE")
+  [[ -z $REGULARIZATION ]] || extra+=(--regularization "$REGULARIZATION")
+  extra+=(--profile "$PROFILE")
   irbm train "$family" "$2" --out "$(run_name "$config")" --config "$config" \
       --device "$DEVICE" --threads "$THREADS" "${extra[@]}"
   irbm evaluate "$(run_name "$config")" --chains 5000 --betas 100000 --raise 2000 \
@@ -54,8 +59,8 @@ for dataset in caltech mnist; do
       train "$config" "${dataset/caltech/caltech101}"
       runs+=("$(run_name "$config")")
     done
-    suffix="-$RBM_OPTIMIZER"; [[ $REGULARIZATION == proximal ]] || suffix+="-$REGULARIZATION"
-    [[ $PROFILE == irbm ]] || suffix+="-$PROFILE"
+    suffix="-$RBM_OPTIMIZER"; named_regularization && suffix+="-$REGULARIZATION"
+    [[ $PROFILE == irbm ]] || suffix+="-$PROFILE-rules"
     irbm report "${runs[@]}" --out "$OUT/$dataset-report$suffix"
   fi
 done

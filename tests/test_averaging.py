@@ -271,3 +271,24 @@ def test_a_validation_ln_z_below_the_certain_floor_is_replaced_by_it(tmp_path, m
     assert record["nll_log_z"] == record["log_z_floor"] > record["log_z_high"]
     assert record["valid_nll"] == pytest.approx(nll(trainer.model, rows, floor)[0])
     assert f"ln Z-hat {record['log_z']:.3f} lies below the certain floor {floor:.3f}" in lines[-1]
+    # The history holds both, and the command line's epoch lines (written from the history)
+    # say it as the callback's own echo does.
+    (entry,) = trainer.history
+    assert entry["log_z_floor"] == record["log_z_floor"] and entry["nll_log_z"] == floor
+    assert runs._validation_line(entry, []).endswith(
+        f"lies below the certain floor {floor:.3f}, which ln Z cannot: the NLL uses the floor")
+    # Any floor above the point estimate is used, within AIS's own error bars too, as
+    # `irbm evaluate` does.
+    monkeypatch.setattr(runs, "sampled_log_partition_floor",
+                        lambda *args, **kwargs: seen[-1] + 1e-3)
+    seen = []
+    monkeypatch.setattr(runs, "estimate_log_partition",
+                        lambda *a, **k: seen.append((result := real(*a, **k)).log_z) or result)
+    with pytest.warns(UserWarning) as caught:  # no echo: a warning says it
+        trainer.fit(rows, 2, callbacks=[runs.ValidateWithAIS(tmp_path / "again", rows, 1,
+                                                             n_chains=10, n_betas=20)])
+    assert any("lies below the certain floor" in str(warning.message) and
+               "the NLL uses the floor" in str(warning.message) for warning in caught)
+    (record,) = runs.read_json(tmp_path / "again" / runs.VALIDATION_FILE)
+    assert record["nll_log_z"] == pytest.approx(seen[-1] + 1e-3)
+    assert record["nll_log_z"] < record["log_z_high"]

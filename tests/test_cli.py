@@ -1421,7 +1421,7 @@ def test_the_reports_settings_cell_tells_a_beta_grid_and_a_subset_apart(tmp_path
     assert "batch_size 32" in cell and "cd_k 2" in cell and "seed 7" in cell, cell
     assert "moving average" not in cell
     assert run_row(run_dir / "average")["Settings"].endswith(
-        ", the moving average of other's parameters over about 5 updates")
+        ", the parameters' moving average over about 5 updates")
 
 
 def test_evaluate_says_when_a_model_does_worse_than_independent_pixels(tmp_path):

@@ -187,7 +187,10 @@ _LABELS = {"valid_nll": "validation NLL (AIS)", "log_z": "ln Z (AIS)",
            "average_valid_nll": "validation NLL of the average (AIS)",
            "average_log_z": "ln Z of the average (AIS)",
            "average_log_z_ess": "effective AIS chains (average)",
-           "average_log_z_chains": "AIS chains (average)"}
+           "average_log_z_chains": "AIS chains (average)",
+           "log_z_floor": "certain floor of ln Z", "nll_log_z": "ln Z of the NLL",
+           "average_log_z_floor": "certain floor of ln Z (average)",
+           "average_nll_log_z": "ln Z of the average's NLL"}
 # Series from a validation's AIS, and the history key saying whether its ln Z was reliable.
 _RELIABILITY = {key: prefix + "log_z_reliable" for prefix in ("", "average_")
                 for key in (prefix + "valid_nll", prefix + "log_z")}
@@ -206,11 +209,16 @@ def _label(key: str) -> str:
 
 
 def _panels(keys):
-    """Group metric keys into panels: free energies together, NLLs together, others alone;
-    standard errors (``*_stderr``) are not drawn (on an NLL's axis they would flatten it)."""
+    """Group metric keys into panels: a validation's ln Z beside its certain floor and the ln Z
+    its NLL used, free energies together, NLLs together, others alone; standard errors
+    (``*_stderr``) are not drawn (on an NLL's axis they would flatten it)."""
     groups = {}
     for key in keys:
         if key.endswith("_stderr"):
+            continue
+        prefix = "average_" if key.startswith("average_") else ""
+        if key.removeprefix(prefix) in ("log_z", "log_z_floor", "nll_log_z"):
+            groups.setdefault(prefix + "log_z", []).append(key)
             continue
         for family in ("free_energy", "nll"):
             if family in key:
