@@ -166,8 +166,9 @@ class Settings:
     init_model: str | None = _setting(
         "start from this saved model (irbm.save's file, or a run's model.safetensors: weights "
         "trained elsewhere, say) instead of new parameters; the run takes its family's options "
-        "from it, and its precision unless --dtype is given (--epochs 0 makes a run of it to "
-        "evaluate, sample and report; a run directory gives its best model, else its latest)",
+        "from it and trains in --dtype (the file's own precision and digest are recorded in "
+        "config.json; --epochs 0 makes a run of it to evaluate, sample and report; a run "
+        "directory gives its best model, else its latest)",
         "model", None, resume="fixed", path=True)
     # ---------------------------------------------------------------- training
     epochs: int = _setting("total epochs (raise it to train a run further)", "training", 100,

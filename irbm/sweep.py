@@ -626,9 +626,9 @@ def run_sweep(sweep, out, *, workers=None, scheduler=None, data_dir=None, thread
     from tqdm.auto import tqdm
     say = echo or logger.info
     if scheduler is None and (script := _unguarded_script()) is not None:
-        raise RuntimeError(f"{script} calls the sweep at its top level: the local cluster's "
-                           "workers import that script again, and each would start a sweep; "
-                           'put the call under `if __name__ == "__main__":`')
+        raise ValueError(f"{script} calls the sweep at its top level: the local cluster's "
+                         "workers import that script again, and each would start a sweep; "
+                         'put the call under `if __name__ == "__main__":`')
     spec = read_sweep(sweep)
     # The data directory this command finds the data in ($IRBM_DATA_DIR where none is named)
     # goes to the trials by name: a worker of another machine or shell lacks the variable,

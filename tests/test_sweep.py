@@ -283,7 +283,7 @@ def test_a_script_that_sweeps_at_its_top_level_is_refused_before_any_work(tmp_pa
     assert result.stdout.splitlines() == [f"unguarded: {script}", "guarded: None",
                                           "a guard in a block: passes"], result.stderr
     assert result.returncode == 1 and result.stderr.strip().splitlines()[-1] == (
-        f"RuntimeError: {script} calls the sweep at its top level: the local cluster's workers "
+        f"ValueError: {script} calls the sweep at its top level: the local cluster's workers "
         "import that script again, and each would start a sweep; put the call under `if "
         '__name__ == "__main__":`'), result.stderr
     assert not (tmp_path / "out").exists()
