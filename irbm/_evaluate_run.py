@@ -266,6 +266,17 @@ def _refuse_inapplicable(options: dict, *, floor_chains, floor_descents) -> None
     sweeps = given.get("--tempering")
     if sweeps is not None and int(sweeps) < 1:
         raise ValueError(f"--tempering needs a positive number of sweeps, got {sweeps}")
+    if sweeps is not None and "--bracket" not in given:
+        # The cross-check of the latest bracket runs its own ladders (64 temperatures, 32
+        # ladders) on that bracket's route: these would be ignored.
+        ignored = [option for option in ("--chains", "--betas", "--raise", "--seed",
+                                         "--tolerance", "--max-seconds", "--schedule",
+                                         "--raise-repeats", "--continue") if option in given]
+        if ignored:
+            raise ValueError(f"--tempering without --bracket cross-checks the run's latest "
+                             f"bracket with ladders of its own and takes no "
+                             f"{', '.join(ignored)}: leave them out, or add --bracket to make "
+                             "a new bracket and cross-check it")
     if "--bracket" in given:
         rows = given.get("--raise")
         if rows not in (None, 0) and rows < 2:

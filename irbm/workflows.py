@@ -128,6 +128,12 @@ def _check_output(out: Path, force: bool) -> bool:
                          f"{out.parent}), or give another --out")
     if not out.exists():
         return False
+    for marker, kind, way in ((runs.SWEEP_MARKER_FILE, "a sweep", "raise epochs in its sweep "
+                               "file and run irbm sweep again to train its trials further"),
+                              (REPORT_MARKER, "a report", "reports are rewritten by irbm report")):
+        if (out / marker).is_file() and not runs.is_run(out):  # --force or not
+            raise ValueError(f"{out} is {kind} directory ({marker}): train into a new --out "
+                             f"({way})")
     if not runs.is_run(out):
         written = [name for name in runs.RUN_FILES if (out / name).exists()]
         if written:  # even with --force: training would overwrite them, or take them for its own

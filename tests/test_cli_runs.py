@@ -582,6 +582,11 @@ def test_bracket_options_are_refused_before_any_work(run_dir):
     # Without --bracket it cross-checks the latest bracket, and this run has none yet.
     result = run_cli("evaluate", run_dir, "--tempering", "10")
     assert result.code != 0 and "no bracket of its current model to cross-check" in result.err
+    # Its ladders are its own: a budget given with it was ignored, and a record appended.
+    for options in (["--chains", "16"], ["--betas", "50", "--raise", "10"], ["--seed", "3"]):
+        assert_clean_error(run_cli("evaluate", run_dir, "--tempering", "10", *options),
+                           "--tempering without --bracket cross-checks the run's latest "
+                           f"bracket with ladders of its own and takes no {options[0]}")
     # --schedule spaces a bracket's temperatures: alone it would be ignored, so it is refused.
     result = run_cli("evaluate", run_dir, "--schedule", "uniform")
     assert result.code != 0 and "--schedule uniform spaces the temperatures of --bracket" in \

@@ -113,6 +113,19 @@ def test_rerunning_a_finished_sweep_trains_nothing(swept):
     assert len(_table(out)) == 4 and [path.stat().st_mtime_ns for path in files] == before
 
 
+def test_training_into_a_sweep_directory_is_refused_even_with_force(swept):
+    """`irbm train --out SWEEP` advised --force, which then made the sweep a run as well (an
+    audit of messages)."""
+    from _cli_helpers import assert_clean_error, run_cli
+    out, _ = swept
+    before = sorted(path.name for path in out.iterdir())
+    for force in ([], ["--force"]):
+        assert_clean_error(run_cli("train", "irbm", "digits", "--out", out, "--epochs", 1,
+                                   *force),
+                           "is a sweep directory (irbm-sweep.json): train into a new --out")
+    assert sorted(path.name for path in out.iterdir()) == before
+
+
 def test_the_command_line_resumes_a_sweep_from_its_file(swept, tmp_path):
     from _cli_helpers import run_cli
     out, _ = swept
