@@ -36,7 +36,13 @@ _COUNTS = {"evaluate": {"chains": ("--chains", 1), "betas": ("--betas", 2),
 
 class _Parser(argparse.ArgumentParser):
     """An argparse parser whose usage errors are one line, ``irbm: error: ...`` (exit 2), with
-    the closest valid choice when a value is mistyped and where to find the help."""
+    the closest valid choice when a value is mistyped and where to find the help. Options are
+    never abbreviated: ``irbm train --chains 10`` was taken for --chains-per-update."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self.siblings = {}  # the other subcommands' parsers, by name (`build_parser`)
 
     def error(self, message):
         choice = re.match(r"argument .*: invalid choice: '?([^' ]*)'? \(choose from (.*)\)$",
@@ -50,14 +56,26 @@ class _Parser(argparse.ArgumentParser):
         """Refuse arguments this (sub)command does not take, suggesting an option for each
         mistyped one (``--n_hidden``: the config key's spelling)."""
         options = [option for action in self._actions for option in action.option_strings]
-        hints = "".join(_did_you_mean(extra, options, "{}") for extra in extras
-                        if extra.startswith("--"))
+        elsewhere = {}  # option: the other subcommands that take it
+        for name, parser in self.siblings.items():
+            for option in {option for action in parser._actions
+                           for option in action.option_strings if parser is not self}:
+                elsewhere.setdefault(option, []).append(f"`irbm {name}`")
+        hints = ""
+        for extra in (extra.split("=")[0] for extra in extras if extra.startswith("--")):
+            if extra in elsewhere and extra not in options:  # an option of another command
+                hints += (f"; {extra} is an option of {', '.join(elsewhere[extra])}, not of "
+                          f"`{self.prog}`")
+            else:
+                hints += _did_you_mean(extra, options, "{}")
         self.error(f"unrecognized arguments: {' '.join(extras)}{hints}")
 
 
 def _did_you_mean(typed: str, choices: list[str], form: str) -> str:
     spelled = typed.replace("_", "-")
-    close = [spelled] if spelled in choices else difflib.get_close_matches(typed, choices, n=1)
+    # Close spellings only: --quiet was offered --quick, an option that changes what runs.
+    close = [spelled] if spelled in choices else difflib.get_close_matches(typed, choices, n=1,
+                                                                           cutoff=0.75)
     return f"; did you mean {form.format(close[0])}?" if close else ""
 
 
@@ -347,6 +365,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quick", action="store_true", help="a much shorter run (for tests)")
     _system_options(demo, data=False)
     parser.command_parsers = commands_parser.choices
+    for command in commands_parser.choices.values():
+        command.siblings = commands_parser.choices
     return parser
 
 

@@ -39,6 +39,23 @@ def test_an_option_spelled_like_its_config_key_gets_the_right_spelling(tmp_path,
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("command,typed,said", [
+    (["evaluate", "RUN"], ["--epochs", "5"], "--epochs is an option of `irbm train`, not of "
+                                              "`irbm evaluate`"),
+    (["demo"], ["--quiet"], "--quiet is an option of `irbm train`, `irbm evaluate`, `irbm "
+                            "sample`, not of `irbm demo`"),
+    # Never abbreviated: --chains was taken for --chains-per-update, "invalid choice: '10'".
+    (["train", "rbm", "digits", "--out", "RUN"], ["--chains", "10"],
+     "--chains is an option of `irbm evaluate`, not of `irbm train`")])
+def test_an_option_of_another_command_is_named_so(tmp_path, command, typed, said):
+    """An audit of messages: other commands' options got a far-fetched "did you mean" (--quiet
+    in the demo: --quick, which changes what runs) or were taken by abbreviation."""
+    command = [str(tmp_path / "run") if part == "RUN" else part for part in command]
+    assert_clean_error(run_cli(*command, *typed), f"unrecognized arguments: {' '.join(typed)}",
+                       said)
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_missing_option_is_one_line_naming_the_help(tmp_path):
     assert_clean_error(run_cli("train", "rbm", "digits"),
                        "the following arguments are required: --out", "irbm train --help")
