@@ -457,6 +457,9 @@ def read_config_file(path) -> dict:
         except tomllib.TOMLDecodeError as error:
             raise ValueError(f"config file {path} is not valid TOML: {error}") from None
     tables = [key for key, value in values.items() if isinstance(value, dict)]
+    if "grid" in tables:
+        raise ValueError(f"{path} is a sweep file ([grid]): run it with `irbm sweep {path} "
+                         "--out DIR`; a --config file holds single values at its top")
     if tables:
         raise ValueError(f"[{tables[0]}] in {path} is a table; a config file's keys stand at "
                          "its top, without [sections] (lr = 0.05, not under [training]): move "

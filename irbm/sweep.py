@@ -218,6 +218,9 @@ def _values(name, key, options) -> list:
 
 
 def _checked(name, key, value):
+    if isinstance(value, list) and not key.startswith("grid."):
+        raise ValueError(f"{name}: {key} = {value!r} is a list at the top level: put it under "
+                         "[grid] to sweep it, or give one value")
     try:
         return check_setting(key.removeprefix("grid."), value)
     except ValueError as error:

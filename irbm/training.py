@@ -261,6 +261,13 @@ class Trainer:
                  epsilon_placement="outside", growth_trigger="tail", new_unit="peers",
                  pruning="all", shuffle=True, chains_per_update="all", random_stream=None,
                  last_batch="keep", average=0, visible_init="zeros", progress=True):
+        if not isinstance(model, EnergyModel):
+            raise TypeError(f"Trainer takes a model (irbm.InfiniteRBM(n_visible), say), got "
+                            f"{type(model).__name__}")
+        for name, value in (("lr", lr), ("l1", l1), ("l2", l2), ("epsilon", epsilon)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError(f"{name} must be a number, got {value!r} (a "
+                                f"{type(value).__name__})")
         cd_k, batch_size = _count(cd_k, "cd_k"), _count(batch_size, "batch_size")
         n_chains = None if n_chains is None else _count(n_chains, "n_chains")
         rules = {"growth": growth, "growth_trigger": growth_trigger, "new_unit": new_unit,

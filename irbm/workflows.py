@@ -196,6 +196,10 @@ def train_run(settings: Settings, out, *, data_dir=None, device=None, force=Fals
         After training; raises `runs.TrainingDiverged` at the first epoch whose values are
         not finite or grew by orders of magnitude (`runs.StopOnDivergence`).
     """
+    if not isinstance(settings, Settings):
+        raise TypeError(f"train_run takes a Settings (irbm.settings.Settings(family=..., "
+                        f"dataset=..., ...), or settings_for(out, mapping)), got "
+                        f"{type(settings).__name__}")
     say = echo or logger.info
     check_device(device)
     out = Path(out)
@@ -383,12 +387,20 @@ def _initial_model(settings: Settings, device) -> tuple[Settings, object, dict]:
     if not path.exists():
         raise FileNotFoundError(f"--init-model {path}: no such file (give a model saved by "
                                 "irbm.save, or a run directory or its model.safetensors)")
-    if path.is_dir():
-        model, source = runs.run_model(path, which="best", device=device)
-        path, digest = path / source.file, source.sha256
-    else:
-        model = ckpt.load(path, device=device)
-        digest = runs.model_digest(model)  # of the model as saved, whatever the run's dtype
+    if path.is_dir() and not runs.is_run(path):
+        raise ValueError(f"--init-model {path} is a directory but not an irbm run (no "
+                         f"{runs.MARKER_FILE}): give a run directory, or a .safetensors file "
+                         "saved by irbm.save")
+    try:
+        if path.is_dir():
+            model, source = runs.run_model(path, which="best", device=device)
+            path, digest = path / source.file, source.sha256
+        else:
+            model = ckpt.load(path, device=device)
+            digest = runs.model_digest(model)  # of the model as saved, whatever the dtype
+    except ckpt.CheckpointError as error:
+        raise ValueError(f"--init-model {path}: {error}; give a model saved by irbm.save (a "
+                         ".safetensors file) or a run directory (data goes in DATASET)") from None
     origin = {"file": str(path), "model_sha256": digest,
               "dtype": str(model.dtype).removeprefix("torch.")}
     if model.family != settings.family:

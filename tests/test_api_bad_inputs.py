@@ -189,6 +189,19 @@ def test_a_family_whose_config_leaves_out_an_option_is_not_saved(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+def test_wrong_types_to_the_trainer_and_train_run_are_named(tmp_path):
+    """A string learning rate failed in a comparison, a family name given as the model and a
+    dict given as settings in attribute lookups (an audit of messages)."""
+    from irbm.workflows import train_run
+    with pytest.raises(TypeError, match=r"lr must be a number, got '0.1' \(a str\)"):
+        irbm.Trainer(irbm.RBM(4, 2), lr="0.1")
+    with pytest.raises(TypeError, match=r"Trainer takes a model .*, got str"):
+        irbm.Trainer("irbm")
+    with pytest.raises(TypeError, match=r"train_run takes a Settings .*, got dict"):
+        train_run({"family": "rbm", "dataset": "digits"}, tmp_path / "run")
+    assert not any(tmp_path.iterdir())
+
+
 def test_a_checkpoint_from_a_newer_irbm_says_to_upgrade(tmp_path):
     from safetensors import safe_open
     from safetensors.torch import load_file, save_file

@@ -240,6 +240,14 @@ def test_a_run_starts_from_a_saved_model_and_trains_on_from_it(tmp_path, monkeyp
     chosen = json.loads((tmp_path / "best" / "config.json").read_text())["initial_model"]
     assert chosen["file"] == str(tmp_path / "run" / "best.safetensors")
     assert chosen["model_sha256"] == model_digest(best)
+    (tmp_path / "notrun").mkdir()
+    (tmp_path / "notrun" / "notes.txt").write_text("mine")
+    np.save(tmp_path / "rows.npy", np.zeros((4, 64)))
+    for given, message in (("notrun", "is a directory but not an irbm run (no irbm-run.json)"),
+                           ("rows.npy", "give a model saved by irbm.save (a .safetensors "
+                                        "file) or a run directory (data goes in DATASET)")):
+        assert_clean_error(run_cli("train", "irbm", "digits", "--init-model", given,
+                                   "--out", "refused"), message)
     for options, message in (
             (["--n-hidden", 7], "is not the model these settings describe: n_hidden 7 (the "
                                 "model's: 5); leave those options out"),
@@ -1134,6 +1142,8 @@ def test_every_setting_is_a_config_key_recorded_in_the_run(tmp_path):
     # scikit-learn's names, and the README's groups written as TOML tables.
     ('learning_rate = 0.1\n', "did you mean lr for learning_rate?"),
     ('n_components = 10\n', "did you mean n_hidden for n_components?"),
+    ('lr = 0.1\n[grid]\nl1 = [0.0, 0.001]\n', "is a sweep file ([grid]): run it with `irbm "
+                                               "sweep"),
     ('[training]\nlr = 0.1\ncd_k = 2\n', "[training] in"),
     ('[training]\nlr = 0.1\ncd_k = 2\n', "without [sections] (lr = 0.05, not under "
                                           "[training]): move lr, cd_k out of it"),

@@ -232,6 +232,8 @@ def test_every_trials_data_is_loaded_and_checked_before_anything_runs(tmp_path, 
                                  "n_hiden?"),
     ({"evaluaton": {"chains": 10}}, "[evaluaton] is no table of a sweep file (its tables: "
                                     "[grid], [evaluation]); did you mean [evaluation]?"),
+    ({"lr": [0.1, 0.2]}, "lr = [0.1, 0.2] is a list at the top level: put it under [grid] to "
+                         "sweep it, or give one value"),
     ({"threads": 2}, "threads is not a sweep-file setting: the sweep command takes it for "
                      "every trial"),
     ({"threads": 2, "lrr": 1}, "threads is not a sweep-file setting"),
