@@ -41,7 +41,11 @@ def check_device(device):
         torch.empty(0, device=device)
     except (RuntimeError, AssertionError) as error:
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ValueError(f"device {device!r} is not usable here: {message}") from None
+        if message.startswith("Expected one of"):  # torch's list of twenty device types
+            message = "not a device name"
+        usable = "cpu" + (", cuda" if torch.cuda.is_available() else "")
+        raise ValueError(f"device {device!r} is not usable here: {message} (usable: "
+                         f"{usable})") from None
 
 
 def check_dtype(dtype) -> torch.dtype:

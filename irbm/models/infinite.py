@@ -59,7 +59,7 @@ class InfiniteRBM(OrderedRBM):
                                  f"{max_hidden!r}")
             if int(max_hidden) < int(n_hidden):
                 raise ValueError(f"max_hidden ({max_hidden}) is smaller than n_hidden "
-                                 f"({n_hidden})")
+                                 f"({n_hidden}): raise max_hidden, or start with fewer units")
         super().__init__(n_visible, n_hidden, beta=beta, dtype=dtype, device=device,
                          generator=generator)
         self.max_hidden = None if max_hidden is None else int(max_hidden)
