@@ -16,8 +16,9 @@ import torch
 
 from . import runs
 from ._bracket_work import remove_work
-from ._io import atomic_write
+from ._io import atomic_write, lock_holder
 from ._threads import chooses_threads
+from ._warn import warn_user
 from .ais import estimate_log_partition
 from .bracket import BRACKET_CHAINS, RAISE_REPEATS, level_estimates, pool_estimates, rejudge
 from .evaluate import (
@@ -134,6 +135,9 @@ def evaluate_run(run_dir, *, n_chains=None, n_betas=None, base=None, path=None, 
     partial = run_dir / runs.AIS_PARTIAL_FILE
     runs.check_ais_partial(partial)
     model, source = runs.run_model(run_dir, which=which, device=device)
+    if (trainer := lock_holder(run_dir / runs.TRAIN_LOCK_FILE)) is not None:
+        warn_user(f"{run_dir} is being trained (pid {trainer}): this evaluates its model of "
+                  f"epoch {source.epoch}, whose record goes stale when training replaces it")
     model.check_ais_path(path)  # before any work
     require_finite_parameters(model, "irbm evaluate")
     require_full_precision(model.dtype, "irbm evaluate")

@@ -109,6 +109,24 @@ def hold_lock(path, doing: str):
     return handle
 
 
+def lock_holder(path) -> str | None:
+    """The process id written in ``path`` when another process holds its `hold_lock`, else
+    None (no such file, or nobody holds it); creates nothing."""
+    path = Path(path)
+    if fcntl is None or not path.is_file():
+        return None
+    try:
+        with open(path) as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                return handle.read().strip() or "unknown"
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    except OSError:  # removed meanwhile: its holder finished
+        return None
+    return None
+
+
 # Non-finite numbers (a bracket with no conservative side, a floor of -inf) as the strings of
 # the tokens Python's json writes bare: bare, they are not JSON (JavaScript's JSON.parse throws,
 # jq turns -Infinity into -1.797e308 without a word). `read_json` turns them back into floats,

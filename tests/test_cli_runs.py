@@ -1215,3 +1215,18 @@ def test_evaluate_quiet_draws_no_progress_bars(run_dir, monkeypatch):
     for options in ([], ["--quiet"]):
         assert_ok(run_cli("evaluate", run_dir, *options))
     assert seen == [True, False]
+
+
+def test_evaluating_a_run_that_is_being_trained_warns(run_dir):
+    """Its record goes stale when training replaces the model (an audit of messages)."""
+    from irbm._io import hold_lock
+    from irbm.runs import TRAIN_LOCK_FILE
+    held = hold_lock(run_dir / TRAIN_LOCK_FILE, "training this run")
+    try:
+        result = run_cli("evaluate", run_dir, *EVALUATE)
+    finally:
+        held.close()
+    assert_ok(result)
+    assert f"irbm: warning: {run_dir} is being trained (pid {os.getpid()}): this evaluates" in \
+        result.err
+    assert "is being trained" not in run_cli("evaluate", run_dir, *EVALUATE).err

@@ -81,3 +81,17 @@ def test_a_write_under_way_in_another_process_is_never_touched(tmp_path):
     with atomic_write(tmp_path / "model") as stream:  # its writer gone, it is an orphan
         stream.write(b"again")
     assert not under_way.exists()
+
+
+def test_lock_holder_names_the_process_holding_a_lock_and_creates_nothing(tmp_path):
+    """`irbm evaluate` warns when the run it evaluates is being trained: the training lock is
+    held; reading it takes nothing and makes no file."""
+    from irbm._io import hold_lock, lock_holder
+    path = tmp_path / ".training.lock"
+    assert lock_holder(path) is None and not path.exists()
+    held = hold_lock(path, "training this run")
+    try:
+        assert lock_holder(path) == str(os.getpid())
+    finally:
+        held.close()
+    assert lock_holder(path) is None
