@@ -43,6 +43,7 @@ from .bracket import (
     pooled_log_z,
     stored_pilot_betas,
     verdict,
+    width_text,
 )
 from .floor import FLOOR_STEPS, free_energies, sampled_log_partition_floor
 from .models import require_finite_parameters, require_full_precision
@@ -648,7 +649,10 @@ def _level_line(level) -> str:
             + ("" if gap is None or gap < 0.005
                else f", its RAISE about {gap:.2f} nat loose for want of reverse chains per row")
             + f"; {level['seconds']:.0f} s); the bracket so far, AIS pooled over every run: "
-            f"[{level['optimistic']:.2f}, {level['conservative']:.2f}]")
+            f"[{level['optimistic']:.2f}, {level['conservative']:.2f}]"
+            # An optimistic side above the conservative one reads as a bug unless said.
+            + (f" ({width_text(level['conservative'] - level['optimistic'])})"
+               if level["conservative"] < level["optimistic"] else ""))
 
 
 class _Schedules:

@@ -544,8 +544,13 @@ def test_evaluate_bracket_records_both_sides_and_the_report_shows_them(run_dir, 
     for level in bracket["levels"]:  # each level's line ends with the bracket so far
         assert (f"{level['n_betas']} temperatures: NLL in [{level['own_optimistic']:.2f}, "
                 f"{level['own_conservative']:.2f}]") in printed
-        assert (f"the bracket so far, AIS pooled over every run: [{level['optimistic']:.2f}, "
-                f"{level['conservative']:.2f}]") in printed
+        so_far = (f"the bracket so far, AIS pooled over every run: [{level['optimistic']:.2f}, "
+                  f"{level['conservative']:.2f}]")
+        assert so_far in printed
+        # Sides that cross are said to (an inverted interval read as a bug: a message audit).
+        crossing = level["conservative"] < level["optimistic"]
+        assert (f"{so_far} (sides cross by "
+                f"{level['optimistic'] - level['conservative']:.2f} nats)" in printed) == crossing
     assert_ok(run_cli("report", run_dir, "--out", tmp_path / "report"))
     (row,) = parse_markdown_table((tmp_path / "report" / "report.md").read_text())
     assert numbers(row["Test NLL bracket"])[:3] == [
