@@ -336,11 +336,16 @@ def _check_resumed_settings(out: Path, settings: Settings, force: bool) -> dict:
                and not unchanged_setting(name, old, new := getattr(settings, name))}
     if changed and not force:
         details = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in changed.items())
+        flags = ", ".join(  # as given: a boolean turned off is --no-NAME
+            f"--no-{name.replace('_', '-')}" if SPECS[name].kind is bool and not new
+            else SPECS[name].flag
+            for name, (_, new) in changed.items() if not SPECS[name].positional)
         # A data file may have moved: --force then goes on, the file's sha256 checked.
         moved = (" (if the data file only moved, --force goes on once its contents are "
                  "checked)" if "dataset" in changed else "")
-        raise ValueError(f"refusing to resume {out} with different settings ({details}); "
-                         f"pass --force to override{moved}")
+        raise ValueError(f"refusing to resume {out} with different settings ({details}): "
+                         + (f"leave {flags} out to resume it as trained, " if flags else "")
+                         + f"train into a new --out, or pass --force to change them{moved}")
     return changed
 
 
