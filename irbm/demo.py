@@ -50,7 +50,7 @@ def _check_out(out_dir: Path) -> None:
     """Refuse, before any work, a directory holding anything but an earlier demo's output
     (such as a training run): the demo writes FAMILY/ and report/ into it."""
     if out_dir.exists() and not out_dir.is_dir():
-        raise ValueError(f"--out {out_dir} is a file, not a directory")
+        raise ValueError(f"--out {out_dir} is a file, not a directory: give a new directory")
     ours = {family for family, _ in MODELS} | {"report"}
     others = sorted(p.name for p in out_dir.iterdir() if p.name not in ours) \
         if out_dir.is_dir() else []

@@ -418,7 +418,7 @@ def prepare_directory(out_dir) -> Path:
     out_dir = Path(out_dir)
     marker = out_dir / MARKER_FILE
     if out_dir.exists() and not out_dir.is_dir():
-        raise ValueError(f"report directory {out_dir} is a file")
+        raise ValueError(f"report directory {out_dir} is a file: give a new directory (--out)")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not marker.is_file():
         raise ValueError(f"{out_dir} is not empty and not an irbm report directory (no "
                          f"{MARKER_FILE}); refusing to write the report into it: pass another "

@@ -139,7 +139,8 @@ def _require_directory(directory: Path) -> None:
         raise ValueError(f"{directory} is a file; give the run directory it is in "
                          f"({directory.parent})")
     if not directory.is_dir():
-        raise FileNotFoundError(f"run directory not found: {directory}")
+        raise FileNotFoundError(f"run directory not found: {directory} (`irbm train ... --out "
+                                "DIR` makes one)")
 
 
 def require_run(directory, command: str = "irbm COMMAND") -> Path:

@@ -461,7 +461,7 @@ def run_trial(mapping: dict, trial_dir, evaluation: dict, *, threads: int = 1,
 def _check_out(out: Path) -> None:
     """Refuse a file, or a non-empty directory that is not a sweep, as a sweep's --out."""
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file, not a sweep directory")
+        raise ValueError(f"--out {out} is a file, not a sweep directory: give a new directory")
     if out.is_dir() and any(path.name != SWEEP_LOCK_FILE for path in out.iterdir()) \
             and not sweep_table.is_sweep(out):
         raise ValueError(f"{out} is not empty and not an irbm sweep directory (no "

@@ -119,7 +119,7 @@ def _refuse_fixed_changes(out, recorded: dict, new: dict):
 def _check_output(out: Path, force: bool) -> bool:
     """Whether training into ``out`` resumes a run; refuse what must not be touched."""
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file, not a run directory")
+        raise ValueError(f"--out {out} is a file, not a run directory: give a new directory")
     if out.name == AVERAGE_DIR and runs.is_run(out.parent):
         # The run writes its running average there whenever it trains with --average: a run of
         # its own inside was later overwritten by it, its files mixed with another's.

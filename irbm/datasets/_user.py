@@ -75,7 +75,8 @@ def load_user_data(path, *, binarize: str | None = None, threshold: float = 0.5,
     if binarize not in _BINARIZE:
         raise ValueError(f"binarize must be one of {_BINARIZE}, got {binarize!r}")
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+        raise FileNotFoundError(f"{path}: no such file (a named dataset is one of mnist, "
+                                "caltech101, digits, mnist5k; any other name is a file path)")
     readers = {".npy": _read_npy, ".npz": _read_npz, ".csv": _read_csv}
     if path.suffix.lower() not in readers:
         raise ValueError(f"{path}: unsupported file type {path.suffix!r}; expected .npy, .npz "
